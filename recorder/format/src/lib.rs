@@ -1,0 +1,37 @@
+//! The crossprof recording file, owned by one crate so that `rec` (the writer, on the board) and
+//! `hostside` (the reader, on the developer's machine) can never drift apart.
+//!
+//! A recording is a sequence of independent zstd frames with content checksums. The first frame
+//! starts with a [`Header`]; every frame holds a batch of [`Record`]s. The writer
+//! ([`FrameWriter`]) closes and `fdatasync`s a frame at a fixed interval and never rewrites
+//! anything, so any prefix of the file is readable; the reader ([`Reader`]) decodes whole frames
+//! and stops at the first torn or corrupt one, reporting how many bytes it discarded.
+//!
+//! Numbers are LEB128 varints, so the encoding does not depend on the board's word size or
+//! endianness; raw memory (stack copies, images) is interpreted with the header's
+//! `big_endian` and `pointer_size`.
+//!
+//! ```
+//! use crossprof_format::{FrameWriter, Header, Reader, Record, Sample, End};
+//! let header = Header { format_version: crossprof_format::FORMAT_VERSION, arch: "x86_64".into(), ..Default::default() };
+//! let mut w = FrameWriter::new(Vec::new(), &header).unwrap();
+//! w.push(&Record::Sample(Sample { pid: 1, tid: 1, user_chain: vec![0x401000], ..Default::default() })).unwrap();
+//! let bytes = w.finish(End::default()).unwrap();
+//! let mut r = Reader::new(&bytes).unwrap();
+//! assert!(matches!(r.next_record(), Some(Record::Sample(_))));
+//! ```
+#![deny(missing_docs)]
+
+mod arch;
+pub mod codec;
+mod reader;
+mod record;
+mod writer;
+
+pub use arch::Arch;
+pub use reader::{Damage, OpenError, Reader, Summary};
+pub use record::*;
+pub use writer::{FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT};
+
+/// The format version this crate writes and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;

@@ -1,0 +1,221 @@
+//! The tolerant reader: decodes whole frames from any prefix of a recording and stops, without
+//! panicking, at the first frame that is torn, fails its checksum or holds a malformed record.
+//!
+//! Memory is bounded by one decompressed frame at a time ([`crate::writer::MAX_FRAME_CONTENT`]);
+//! records are produced as a stream.
+
+use crate::codec::{Dec, DecodeError};
+use crate::record::{Header, Record};
+use crate::writer::MAX_FRAME_CONTENT;
+
+/// Why reading stopped before the end of the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Damage {
+    /// The last frame is incomplete: the file was cut while it was being written.
+    Torn,
+    /// A frame's header, size or checksum is wrong, or it claims an impossible size.
+    CorruptFrame(String),
+    /// A frame decompressed fine but a record inside it is malformed.
+    BadRecord(DecodeError),
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::Torn => write!(f, "torn final frame (recording was cut off)"),
+            Damage::CorruptFrame(why) => write!(f, "corrupt frame: {why}"),
+            Damage::BadRecord(e) => write!(f, "malformed record: {e}"),
+        }
+    }
+}
+
+/// What the reader saw, for `hostside info` and the report's `recording` section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Frames decoded in full.
+    pub frames: u64,
+    /// Bytes of the input that belong to decoded frames.
+    pub bytes_read: u64,
+    /// Bytes at the end that were discarded (torn or corrupt).
+    pub bytes_discarded: u64,
+    /// Why reading stopped early, if it did.
+    pub damage: Option<Damage>,
+    /// Whether the [`Record::End`] record was seen: the recording ended normally.
+    pub complete: bool,
+}
+
+/// Why a file cannot be read at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenError {
+    /// The data does not start with a zstd frame holding a crossprof header.
+    NotARecording(String),
+    /// The header is from a format version this reader cannot read.
+    UnsupportedVersion(u32),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::NotARecording(why) => write!(f, "not a crossprof recording: {why}"),
+            OpenError::UnsupportedVersion(v) => write!(
+                f,
+                "recording has format version {v}, this hostside reads up to {}; upgrade hostside",
+                crate::FORMAT_VERSION
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// Streams records from the bytes of a recording (usually a memory map).
+pub struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    frame: Vec<u8>,
+    frame_pos: usize,
+    summary: Summary,
+    stopped: bool,
+    header: Header,
+}
+
+impl<'a> Reader<'a> {
+    /// Checks that the data starts with a header frame and returns a reader positioned after
+    /// the header record.
+    pub fn new(data: &'a [u8]) -> Result<Self, OpenError> {
+        let mut r = Reader {
+            data,
+            pos: 0,
+            frame: Vec::new(),
+            frame_pos: 0,
+            summary: Summary::default(),
+            stopped: false,
+            header: Header::default(),
+        };
+        match r.next_record() {
+            Some(Record::Header(h)) => {
+                if h.format_version > crate::FORMAT_VERSION || h.format_version == 0 {
+                    return Err(OpenError::UnsupportedVersion(h.format_version));
+                }
+                r.header = h;
+                Ok(r)
+            }
+            Some(_) => Err(OpenError::NotARecording(
+                "first record is not a header".into(),
+            )),
+            None => Err(OpenError::NotARecording(match &r.summary.damage {
+                Some(d) => d.to_string(),
+                None => "empty file".into(),
+            })),
+        }
+    }
+
+    /// The recording's header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// What has been read so far; final once [`Reader::next_record`] returned `None`.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// The next record, or `None` at the end of the data or the first damage.
+    pub fn next_record(&mut self) -> Option<Record> {
+        loop {
+            if self.frame_pos < self.frame.len() {
+                match self.decode_in_frame() {
+                    Ok(r) => {
+                        if matches!(r, Record::End(_)) {
+                            self.summary.complete = true;
+                        }
+                        return Some(r);
+                    }
+                    Err(e) => {
+                        // The frame passed its checksum, so this is a writer bug or a forged
+                        // file; everything from this frame on is suspect.
+                        self.stop(Damage::BadRecord(e));
+                        return None;
+                    }
+                }
+            }
+            if !self.next_frame() {
+                return None;
+            }
+        }
+    }
+
+    fn decode_in_frame(&mut self) -> Result<Record, DecodeError> {
+        let rest = &self.frame[self.frame_pos..];
+        let tag = rest[0];
+        let mut d = Dec::new(&rest[1..]);
+        let payload = d.bytes()?;
+        let used = 1 + (rest.len() - 1 - d.remaining());
+        let r = Record::decode(tag, payload)?;
+        self.frame_pos += used;
+        Ok(r)
+    }
+
+    fn stop(&mut self, damage: Damage) {
+        self.summary.bytes_discarded = (self.data.len() - self.pos) as u64;
+        self.summary.damage = Some(damage);
+        self.stopped = true;
+        self.frame.clear();
+        self.frame_pos = 0;
+    }
+
+    fn next_frame(&mut self) -> bool {
+        self.frame.clear();
+        self.frame_pos = 0;
+        if self.stopped || self.pos >= self.data.len() {
+            return false;
+        }
+        let rest = &self.data[self.pos..];
+        let size = match zstd::zstd_safe::find_frame_compressed_size(rest) {
+            Ok(n) if n <= rest.len() => n,
+            Ok(_) => {
+                self.stop(Damage::Torn);
+                return false;
+            }
+            Err(code) => {
+                // A short remainder that cannot even hold a frame header, or a frame whose blocks
+                // run past the end, is a torn write; anything else is corruption.
+                let name = zstd::zstd_safe::get_error_name(code);
+                if name.contains("Src size is incorrect")
+                    || name.contains("srcSize_wrong")
+                    || rest.len() < 18
+                {
+                    self.stop(Damage::Torn);
+                } else {
+                    self.stop(Damage::CorruptFrame(name.to_string()));
+                }
+                return false;
+            }
+        };
+        let frame = &rest[..size];
+        let capacity = match zstd::zstd_safe::get_frame_content_size(frame) {
+            Ok(Some(n)) if n <= MAX_FRAME_CONTENT => n as usize,
+            Ok(Some(n)) => {
+                self.stop(Damage::CorruptFrame(format!("frame claims {n} bytes")));
+                return false;
+            }
+            _ => {
+                self.stop(Damage::CorruptFrame("frame has no content size".into()));
+                return false;
+            }
+        };
+        match zstd::bulk::decompress(frame, capacity) {
+            Ok(out) => {
+                self.frame = out;
+                self.pos += size;
+                self.summary.frames += 1;
+                self.summary.bytes_read = self.pos as u64;
+                true
+            }
+            Err(e) => {
+                self.stop(Damage::CorruptFrame(e.to_string()));
+                false
+            }
+        }
+    }
+}
