@@ -1,0 +1,236 @@
+//! CPU profile: samples grouped by (thread, stack), symbolized, and summed per function.
+//!
+//! Samples are interned by their raw stack while the file streams past, so memory grows with
+//! the number of *distinct* stacks, not with the recording's length. Every distinct address is
+//! then symbolized once (see [`crate::resolve`]).
+
+use std::collections::{HashMap, HashSet};
+
+use crossprof_format::Record;
+
+use crate::frames::{FrameId, FrameTable};
+use crate::processes::{Placed, Processes, SpaceKey};
+use crate::resolve::{unmapped_frame, Resolver};
+
+/// One distinct symbolized stack and how often it was sampled.
+pub struct Stack {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Frames, innermost first (kernel frames first, then user frames).
+    pub frames: Vec<FrameId>,
+    /// Samples with this stack.
+    pub count: u64,
+}
+
+/// Per-function totals.
+pub struct FunctionRow {
+    /// A representative frame (the most sampled location of this function).
+    pub frame: FrameId,
+    /// Samples whose innermost frame is this function.
+    pub self_samples: u64,
+    /// Samples with this function anywhere on the stack (counted once per sample).
+    pub total_samples: u64,
+}
+
+/// Per-thread sample counts.
+pub struct ThreadRow {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name (last COMM seen).
+    pub comm: String,
+    /// Samples.
+    pub samples: u64,
+}
+
+/// The whole CPU analysis.
+pub struct CpuProfile {
+    /// Frames referenced by ids below.
+    pub table: FrameTable,
+    /// Distinct stacks.
+    pub stacks: Vec<Stack>,
+    /// Functions sorted by self samples, then total, then name.
+    pub functions: Vec<FunctionRow>,
+    /// Threads sorted by samples.
+    pub threads: Vec<ThreadRow>,
+    /// Samples in the recording.
+    pub samples: u64,
+    /// Frames (counted per sample) that no symbol covered.
+    pub unsymbolized_frames: u64,
+    /// First and last sample times.
+    pub time_range: Option<(u64, u64)>,
+}
+
+#[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct RawStack {
+    space: SpaceKey,
+    tid: u32,
+    kernel: Vec<u64>,
+    user: Vec<u64>,
+}
+
+/// The address to look up for the i-th frame of a chain: return addresses point after the call,
+/// so their caller's line is found one byte earlier.
+fn lookup_addr(i: usize, addr: u64) -> u64 {
+    if i == 0 {
+        addr
+    } else {
+        addr.saturating_sub(1)
+    }
+}
+
+/// Streams the samples of a recording and builds the profile.
+pub fn analyze(records: &mut dyn FnMut(&mut dyn FnMut(Record)), processes: &Processes, resolver: &Resolver) -> CpuProfile {
+    let mut raw: HashMap<RawStack, u64> = HashMap::new();
+    let mut samples = 0u64;
+    let mut last_time: HashMap<u32, u64> = HashMap::new();
+    let mut time_range: Option<(u64, u64)> = None;
+    records(&mut |r| {
+        if let Record::Sample(s) = r {
+            samples += 1;
+            time_range = Some(match time_range {
+                None => (s.time, s.time),
+                Some((a, b)) => (a.min(s.time), b.max(s.time)),
+            });
+            last_time.insert(s.tid, s.time);
+            let space = (s.pid, processes.generation(s.pid, s.time));
+            *raw.entry(RawStack { space, tid: s.tid, kernel: s.kernel_chain, user: s.user_chain }).or_default() += 1;
+        }
+    });
+
+    // Sorted, so that frame ids (and every tie below) are the same on every run.
+    let mut raw: Vec<(RawStack, u64)> = raw.into_iter().collect();
+    raw.sort_unstable();
+
+    // Every distinct placed address, resolved once.
+    let mut unique: HashSet<Placed> = HashSet::new();
+    for (st, _) in &raw {
+        for (i, &a) in st.user.iter().enumerate() {
+            if let Some(p) = processes.place(st.space, lookup_addr(i, a)) {
+                unique.insert(p);
+            }
+        }
+    }
+    let mut table = FrameTable::default();
+    let mut unique: Vec<Placed> = unique.into_iter().collect();
+    unique.sort_unstable();
+    let resolved = resolver.resolve(unique, &mut table);
+
+    let mut stacks = Vec::with_capacity(raw.len());
+    let mut unsymbolized_frames = 0u64;
+    let mut kernel_cache: HashMap<u64, FrameId> = HashMap::new();
+    for (st, count) in raw {
+        let mut frames = Vec::with_capacity(st.kernel.len() + st.user.len());
+        for (i, &a) in st.kernel.iter().enumerate() {
+            let la = lookup_addr(i, a);
+            let id = *kernel_cache.entry(la).or_insert_with(|| table.intern(resolver.kernel_frame(la)));
+            frames.push(id);
+        }
+        for (i, &a) in st.user.iter().enumerate() {
+            let la = lookup_addr(i, a);
+            match processes.place(st.space, la).and_then(|p| resolved.get(&p)) {
+                Some(ids) => frames.extend_from_slice(ids),
+                None => frames.push(table.intern(unmapped_frame(a))),
+            }
+        }
+        unsymbolized_frames += count * frames.iter().filter(|&&f| !table.get(f).symbolized).count() as u64;
+        stacks.push(Stack { pid: st.space.0, tid: st.tid, frames, count });
+    }
+    // Deterministic order: by count, then by frames.
+    stacks.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.frames.cmp(&b.frames)).then(a.tid.cmp(&b.tid)));
+
+    let functions = functions(&stacks, &table);
+
+    let mut per_thread: HashMap<(u32, u32), u64> = HashMap::new();
+    for s in &stacks {
+        *per_thread.entry((s.pid, s.tid)).or_default() += s.count;
+    }
+    let mut threads: Vec<ThreadRow> = per_thread
+        .into_iter()
+        .map(|((pid, tid), samples)| ThreadRow { pid, tid, comm: processes.name(tid, last_time.get(&tid).copied().unwrap_or(u64::MAX)).to_string(), samples })
+        .collect();
+    threads.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)).then(a.tid.cmp(&b.tid)));
+
+    CpuProfile { table, stacks, functions, threads, samples, unsymbolized_frames, time_range }
+}
+
+/// Sums self and total per function (name + module). The representative frame is the
+/// function's most sampled location, so its file:line points where the time went.
+fn functions(stacks: &[Stack], table: &FrameTable) -> Vec<FunctionRow> {
+    struct Acc {
+        self_samples: u64,
+        total: u64,
+        locations: HashMap<FrameId, u64>,
+    }
+    let mut acc: HashMap<(&str, &str), Acc> = HashMap::new();
+    for s in stacks {
+        let mut seen: HashSet<(&str, &str)> = HashSet::new();
+        for (depth, &id) in s.frames.iter().enumerate() {
+            let f = table.get(id);
+            let key = (f.function.as_str(), f.module.as_str());
+            let a = acc.entry(key).or_insert_with(|| Acc { self_samples: 0, total: 0, locations: HashMap::new() });
+            *a.locations.entry(id).or_default() += s.count;
+            if depth == 0 {
+                a.self_samples += s.count;
+            }
+            if seen.insert(key) {
+                a.total += s.count;
+            }
+        }
+    }
+    let mut rows: Vec<FunctionRow> = acc
+        .into_values()
+        .map(|a| {
+            let frame = a.locations.iter().max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0))).map(|(&id, _)| id).unwrap_or(0);
+            FunctionRow { frame, self_samples: a.self_samples, total_samples: a.total }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.self_samples
+            .cmp(&a.self_samples)
+            .then(b.total_samples.cmp(&a.total_samples))
+            .then_with(|| table.get(a.frame).function.cmp(&table.get(b.frame).function))
+    });
+    rows
+}
+
+impl CpuProfile {
+    /// Stacks as folded lines (`root;...;leaf count`), the input of flame graphs. The root is the
+    /// process name, like perf's stackcollapse.
+    pub fn folded(&self, processes: &Processes) -> Vec<String> {
+        let mut folded: HashMap<String, u64> = HashMap::new();
+        for s in &self.stacks {
+            let mut line = processes.name(s.pid, u64::MAX).replace([';', ' '], "_");
+            for &id in s.frames.iter().rev() {
+                line.push(';');
+                line.push_str(&self.table.get(id).function.replace(';', ":"));
+            }
+            *folded.entry(line).or_default() += s.count;
+        }
+        let mut lines: Vec<String> = folded.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+        lines.sort();
+        lines
+    }
+
+    /// The most common caller chains (outward from `function`, up to `depth` frames) of a function.
+    pub fn callers(&self, function: &str, module: &str, depth: usize, limit: usize) -> Vec<(Vec<FrameId>, u64)> {
+        let mut chains: HashMap<Vec<FrameId>, u64> = HashMap::new();
+        for s in &self.stacks {
+            let pos = s.frames.iter().position(|&id| {
+                let f = self.table.get(id);
+                f.function == function && f.module == module
+            });
+            if let Some(pos) = pos {
+                let chain = s.frames[pos..].iter().take(depth).copied().collect::<Vec<_>>();
+                *chains.entry(chain).or_default() += s.count;
+            }
+        }
+        let mut v: Vec<_> = chains.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v.truncate(limit);
+        v
+    }
+}

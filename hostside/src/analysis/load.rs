@@ -1,0 +1,81 @@
+//! One recording, opened and analysed: the shared first step of `report`, `flamegraph`,
+//! `export` and `diff`.
+
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use crossprof_format::{Record, Summary};
+use crossprof_symbols::Lookup;
+
+use crate::analysis::cpu::{self, CpuProfile};
+use crate::processes::Processes;
+use crate::recording::Recording;
+use crate::resolve::Resolver;
+
+/// A recording with its CPU profile.
+pub struct Loaded {
+    /// The file.
+    pub recording: Recording,
+    /// What the reader saw.
+    pub summary: Summary,
+    /// Tasks and mappings.
+    pub processes: Processes,
+    /// Module lookup and symbolization.
+    pub resolver: Resolver,
+    /// The CPU profile.
+    pub cpu: CpuProfile,
+    /// Samples the kernel or recorder dropped.
+    pub lost_samples: u64,
+    /// Nanoseconds from the recording's start to its end (or its last event).
+    pub duration_ns: u64,
+    /// Whether the file holds heap allocation records.
+    pub has_heap: bool,
+    /// Whether the file holds context-switch records.
+    pub has_switches: bool,
+}
+
+/// Opens and analyses `path`.
+pub fn load(path: &Path, lookup: &Lookup) -> Result<Loaded> {
+    Ok(analyze(Recording::open(path)?, lookup))
+}
+
+/// Analyses an opened recording. Never fails: a damaged recording yields what its intact
+/// frames hold.
+pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
+    let mut last_time = 0u64;
+    let mut lost_samples = 0u64;
+    let mut end_time = None;
+    let mut has_heap = false;
+    let mut has_switches = false;
+    let mut summary = Summary::default();
+    let processes = Processes::build(&mut |f| {
+        summary = recording.for_each(|r| {
+            match &r {
+                Record::Lost(l) if l.kind == "samples" => lost_samples += l.count,
+                Record::End(e) => end_time = Some(e.time),
+                Record::Sample(s) => last_time = last_time.max(s.time),
+                Record::Alloc(_) => has_heap = true,
+                Record::Switch(_) => has_switches = true,
+                _ => {}
+            }
+            f(r)
+        });
+    });
+    let resolver = Resolver::new(&processes, lookup);
+    let cpu = cpu::analyze(&mut |f| {
+        recording.for_each(f);
+    }, &processes, &resolver);
+    let start = recording.header().start_clock_ns;
+    let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
+    Loaded { recording, summary, processes, resolver, cpu, lost_samples, duration_ns, has_heap, has_switches }
+}
+
+/// Loads a recording and refuses an architecture this hostside does not know, with a message
+/// that says so instead of guessing.
+pub fn load_checked(path: &Path, lookup: &Lookup) -> Result<Loaded> {
+    let l = load(path, lookup)?;
+    if crossprof_format::Arch::from_name(&l.recording.header().arch).is_none() {
+        bail!("{}: unknown target architecture {:?}", path.display(), l.recording.header().arch);
+    }
+    Ok(l)
+}

@@ -1,0 +1,150 @@
+//! Command-line interface. Names follow the contract in DESIGN.md; they may be extended, never
+//! renamed.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Analyse crossprof recordings made on a board: symbolize against a debug sysroot and report.
+#[derive(Parser)]
+#[command(name = "hostside", version, about, long_about = None, after_help = "\
+Examples:
+  hostside info t.zst
+  hostside report --sysroot ~/yocto/build/tmp/work/.../rootfs-dbg t.zst
+  hostside report --json --top 50 t.zst > report.json
+  hostside flamegraph --sysroot ./sysroot t.zst -o cpu.svg
+  hostside export --format collapsed --sysroot ./sysroot t.zst -o t.folded
+  hostside diff before.zst after.zst --sysroot ./sysroot
+
+Exit status: 0 on success, 2 when the input cannot be used (the message says why).")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where to find debug info for the board's binaries.
+#[derive(Args, Clone)]
+pub struct SymbolArgs {
+    /// Root of a debug sysroot: the board's filesystem with unstripped binaries or debug files
+    /// (Yocto's rootfs-dbg / IMAGE_GEN_DEBUGFS, Buildroot's output/staging). Without it, modules
+    /// are looked up at their recorded paths on this machine.
+    #[arg(long, value_name = "DIR")]
+    pub sysroot: Option<PathBuf>,
+    /// Extra directories holding `.build-id/xx/yyyy.debug` files or debuglink targets; may be
+    /// repeated.
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    pub debug_dirs: Vec<PathBuf>,
+}
+
+impl SymbolArgs {
+    /// The lookup these arguments describe.
+    pub fn lookup(&self) -> crossprof_symbols::Lookup {
+        crossprof_symbols::Lookup { sysroot: self.sysroot.clone(), debug_dirs: self.debug_dirs.clone() }
+    }
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Show what a recording holds and whether it is complete (no symbolization).
+    Info {
+        /// The recording.
+        file: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Symbolize and report: top functions with self/total counts, call chains, threads.
+    Report {
+        /// The recording.
+        file: PathBuf,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Report CPU samples (the default).
+        #[arg(long, conflicts_with_all = ["heap", "off_cpu"])]
+        cpu: bool,
+        /// Report heap allocations (recordings made with `rec --heap`).
+        #[arg(long, conflicts_with = "off_cpu")]
+        heap: bool,
+        /// Report off-CPU (blocked) time (recordings made with `rec --off-cpu`).
+        #[arg(long)]
+        off_cpu: bool,
+        /// How many functions to list.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        top: usize,
+        /// Print the report as JSON (stable field names).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Draw an interactive SVG flame graph.
+    Flamegraph {
+        /// The recording.
+        file: PathBuf,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Draw a heap flame graph of this quantity instead of CPU samples.
+        #[arg(long, value_enum, value_name = "WHAT")]
+        heap: Option<HeapGraph>,
+        /// Draw blocked time instead of CPU samples.
+        #[arg(long)]
+        off_cpu: bool,
+        /// Output SVG file.
+        #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
+        output: PathBuf,
+    },
+    /// Export stacks for other tools.
+    Export {
+        /// The recording.
+        file: PathBuf,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Output format.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// Output file (`-` for standard output).
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        output: PathBuf,
+    },
+    /// Compare two recordings per function.
+    Diff {
+        /// The baseline recording.
+        old: PathBuf,
+        /// The recording to compare with it.
+        new: PathBuf,
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// How many functions to list.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        top: usize,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Heap flame graph quantities.
+#[derive(ValueEnum, Clone, Copy)]
+pub enum HeapGraph {
+    /// Live bytes at the heap peak.
+    Peak,
+    /// Bytes still live at exit.
+    Leaked,
+    /// Number of allocations.
+    Allocations,
+    /// Number of temporary allocations.
+    Temporary,
+}
+
+/// Export formats.
+#[derive(ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Folded stacks, one `a;b;c count` line per stack (flamegraph.pl, inferno, speedscope).
+    Collapsed,
+    /// Firefox Profiler JSON.
+    Firefox,
+    /// pprof protobuf.
+    Pprof,
+    /// Text in the shape of `perf script`.
+    PerfScript,
+}

@@ -1,0 +1,96 @@
+//! The `--json` report. Field names are a contract (DESIGN.md): scripts outside the project read
+//! them, so fields may be added but never renamed.
+
+use serde::Serialize;
+
+/// The whole report.
+#[derive(Serialize)]
+pub struct ReportJson {
+    /// What the file is and how much of it was readable.
+    pub recording: RecordingJson,
+    /// Every code module and how it was matched in the sysroot.
+    pub modules: Vec<ModuleJson>,
+    /// CPU samples, or null when the report is not about CPU.
+    pub cpu: Option<CpuJson>,
+    /// Off-CPU time, or null when not recorded.
+    pub off_cpu: Option<serde_json::Value>,
+    /// Heap analysis, or null when not recorded.
+    pub heap: Option<serde_json::Value>,
+}
+
+/// The `recording` section.
+#[derive(Serialize)]
+pub struct RecordingJson {
+    /// Architecture of the board.
+    pub arch: String,
+    /// Profiled command line.
+    pub command: Vec<String>,
+    /// Whether the recording ended normally.
+    pub complete: bool,
+    /// Frames decoded.
+    pub frames: u64,
+    /// Bytes at the end that were torn or corrupt.
+    pub bytes_discarded: u64,
+    /// Recording duration.
+    pub duration_ns: u64,
+    /// Samples the kernel dropped.
+    pub lost_samples: u64,
+}
+
+/// One module.
+#[derive(Serialize)]
+pub struct ModuleJson {
+    /// Path on the board.
+    pub path: String,
+    /// Build-id as hex, empty when none.
+    pub build_id: String,
+    /// The file symbols came from.
+    pub debug_file: Option<String>,
+    /// `build-id`, `path-only`, `missing` or `mismatch`.
+    #[serde(rename = "match")]
+    pub match_kind: String,
+}
+
+/// The `cpu` section.
+#[derive(Serialize)]
+pub struct CpuJson {
+    /// Samples in the recording.
+    pub samples: u64,
+    /// Frames (per sample) no symbol covered.
+    pub unsymbolized_frames: u64,
+    /// Functions by self samples.
+    pub functions: Vec<FunctionJson>,
+    /// Samples per thread.
+    pub threads: Vec<ThreadJson>,
+}
+
+/// One function.
+#[derive(Serialize)]
+pub struct FunctionJson {
+    /// Innermost (inlined) function name, demangled.
+    pub function: String,
+    /// Source file of its most sampled location.
+    pub file: Option<String>,
+    /// Source line of its most sampled location.
+    pub line: Option<u32>,
+    /// Module path on the board.
+    pub module: String,
+    /// Samples where it is the leaf.
+    #[serde(rename = "self")]
+    pub self_samples: u64,
+    /// Samples where it is on the stack.
+    pub total: u64,
+}
+
+/// One thread.
+#[derive(Serialize)]
+pub struct ThreadJson {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// Samples.
+    pub samples: u64,
+}

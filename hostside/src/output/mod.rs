@@ -1,0 +1,7 @@
+//! Everything hostside prints or writes: the report (text and JSON), `info`, flame graphs and
+//! exports.
+
+pub mod flame;
+pub mod info;
+pub mod json;
+pub mod text;

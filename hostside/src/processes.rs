@@ -1,0 +1,157 @@
+//! Who ran and what was mapped where, over time: the address spaces that raw sample addresses
+//! are interpreted in.
+//!
+//! Built in a first pass over the recording, before any sample is looked at, so that a sample
+//! can be placed in the right address space even when the kernel wrote it (from another CPU's
+//! ring) before the exec or mmap that explains it. An address space is identified by the process
+//! and its *generation*: the number of execs the process had done when the sample was taken.
+//! A forked child that has not exec'd yet shares its parent's mappings.
+
+use std::collections::HashMap;
+
+use crossprof_format::{Blob, Record};
+
+/// A module (mapped file or in-memory image) as the board identified it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModuleKey {
+    /// Path on the board (`[vdso]` for the vDSO).
+    pub path: String,
+    /// GNU build-id, empty when none was recorded.
+    pub build_id: Vec<u8>,
+}
+
+/// Index of a module in [`Processes::modules`].
+pub type ModuleIdx = usize;
+
+/// One executable mapping.
+#[derive(Debug, Clone)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    module: ModuleIdx,
+}
+
+/// Where an address falls: the module, and the offset in its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Placed {
+    /// The module.
+    pub module: ModuleIdx,
+    /// Offset of the address in the module's file (for the vDSO: in its image).
+    pub file_offset: u64,
+}
+
+/// An address-space generation of one process.
+pub type SpaceKey = (u32, u32);
+
+/// Everything about tasks and mappings in a recording.
+#[derive(Default)]
+pub struct Processes {
+    /// Every distinct module, in order of first appearance.
+    pub modules: Vec<ModuleKey>,
+    module_index: HashMap<ModuleKey, ModuleIdx>,
+    spaces: HashMap<SpaceKey, Vec<Mapping>>,
+    execs: HashMap<u32, Vec<u64>>,
+    parent: HashMap<u32, (u32, u64)>,
+    names: HashMap<u32, Vec<(u64, String)>>,
+    /// The vDSO image copied from the board, if any.
+    pub vdso: Option<Blob>,
+    /// /proc/kallsyms text from the board, if any.
+    pub kallsyms: Option<Vec<u8>>,
+    /// Mmap records seen.
+    pub mmap_records: u64,
+}
+
+impl Processes {
+    /// Builds the model from one pass over the records (samples are ignored).
+    pub fn build(records: &mut dyn FnMut(&mut dyn FnMut(Record))) -> Processes {
+        let mut p = Processes::default();
+        let mut mmaps = Vec::new();
+        records(&mut |r| match r {
+            Record::Comm(c) => {
+                if c.exec {
+                    p.execs.entry(c.pid).or_default().push(c.time);
+                }
+                p.names.entry(c.tid).or_default().push((c.time, c.comm));
+            }
+            Record::Fork(t) => {
+                if t.pid != t.ppid {
+                    p.parent.entry(t.pid).or_insert((t.ppid, t.time));
+                }
+            }
+            Record::Mmap(m) => mmaps.push(m),
+            Record::Blob(b) if b.name == "[vdso]" => p.vdso = Some(b),
+            Record::Blob(b) if b.name == "kallsyms" => p.kallsyms = Some(b.data),
+            _ => {}
+        });
+        for v in p.execs.values_mut() {
+            v.sort_unstable();
+        }
+        for v in p.names.values_mut() {
+            v.sort_by_key(|(t, _)| *t);
+        }
+        p.mmap_records = mmaps.len() as u64;
+        for m in mmaps {
+            // Data-only mappings never hold code; anonymous memory has no file to symbolize
+            // (JIT code is out of scope).
+            let exec = m.prot & 4 != 0 || m.prot == 0;
+            let named = !m.path.is_empty() && (!m.path.starts_with('[') || m.path == "[vdso]") && !m.path.starts_with("//anon");
+            if !exec || !named || m.len == 0 {
+                continue;
+            }
+            let key = ModuleKey { path: m.path, build_id: m.build_id };
+            let module = match p.module_index.get(&key) {
+                Some(&i) => i,
+                None => {
+                    p.modules.push(key.clone());
+                    p.module_index.insert(key, p.modules.len() - 1);
+                    p.modules.len() - 1
+                }
+            };
+            let space = (m.pid, p.generation(m.pid, m.time));
+            p.spaces.entry(space).or_default().push(Mapping { start: m.start, end: m.start.saturating_add(m.len), pgoff: m.pgoff, module });
+        }
+        p
+    }
+
+    /// The exec generation of `pid` at `time`.
+    pub fn generation(&self, pid: u32, time: u64) -> u32 {
+        match self.execs.get(&pid) {
+            Some(times) => times.partition_point(|&t| t <= time) as u32,
+            None => 0,
+        }
+    }
+
+    /// Finds the mapping that holds `addr` in the address space `space`, following a
+    /// not-yet-exec'd child to its parent's mappings.
+    pub fn place(&self, space: SpaceKey, addr: u64) -> Option<Placed> {
+        let (mut pid, mut gen) = space;
+        for _ in 0..64 {
+            if let Some(maps) = self.spaces.get(&(pid, gen)) {
+                // The latest mapping wins where a region was mapped again.
+                if let Some(m) = maps.iter().rev().find(|m| m.start <= addr && addr < m.end) {
+                    return Some(Placed { module: m.module, file_offset: addr - m.start + m.pgoff });
+                }
+            }
+            if gen != 0 {
+                return None;
+            }
+            // Before its first exec, a process runs its parent's image.
+            let (parent, fork_time) = *self.parent.get(&pid)?;
+            pid = parent;
+            gen = self.generation(parent, fork_time);
+        }
+        None
+    }
+
+    /// The name of thread `tid` at `time` (the latest COMM before it, else the first known).
+    pub fn name(&self, tid: u32, time: u64) -> &str {
+        match self.names.get(&tid) {
+            Some(v) if !v.is_empty() => {
+                let i = v.partition_point(|(t, _)| *t <= time);
+                &v[i.saturating_sub(1)].1
+            }
+            _ => "?",
+        }
+    }
+}

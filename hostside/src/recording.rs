@@ -1,0 +1,78 @@
+//! Opening a recording file: map it, check the header, and stream its records.
+//!
+//! The file is memory-mapped rather than read, so a long recording costs address space, not
+//! heap; records are decoded one frame at a time by the format crate's tolerant reader, so a
+//! pass over the file holds at most one decompressed frame.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use crossprof_format::{Header, Reader, Record, Summary};
+
+/// An opened recording: its bytes and where they came from.
+pub struct Recording {
+    path: PathBuf,
+    data: Data,
+    header: Header,
+}
+
+/// The bytes of a recording: mapped from a file, or owned (tests, stdin).
+enum Data {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Data {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Data::Mapped(m) => m,
+            Data::Owned(v) => v,
+        }
+    }
+}
+
+impl Recording {
+    /// Maps `path` and validates that it starts with a crossprof header.
+    pub fn open(path: &Path) -> Result<Recording> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let len = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
+        // SAFETY: the mapping is read-only; a recording is not modified while hostside reads it
+        // (rec only appends, and analysis happens after the copy from the board).
+        let data = if len == 0 { Data::Owned(Vec::new()) } else { Data::Mapped(unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?) };
+        Self::new(path, data)
+    }
+
+    /// Reads a recording held in memory; `name` is used in messages.
+    pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<Recording> {
+        Self::new(name, Data::Owned(bytes))
+    }
+
+    fn new(path: &Path, data: Data) -> Result<Recording> {
+        let header = Reader::new(data.bytes()).map(|r| r.header().clone()).with_context(|| format!("{}", path.display()))?;
+        Ok(Recording { path: path.to_path_buf(), data, header })
+    }
+
+    /// The path it was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The header record.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Streams every record after the header to `f`, and returns what the reader saw (frames,
+    /// discarded bytes, completeness). Each call is an independent pass over the file.
+    pub fn for_each(&self, mut f: impl FnMut(Record)) -> Summary {
+        let Ok(mut reader) = Reader::new(self.data.bytes()) else {
+            // open() already validated the header; an unreadable file here means it changed.
+            return Summary::default();
+        };
+        while let Some(r) = reader.next_record() {
+            f(r);
+        }
+        reader.summary().clone()
+    }
+}

@@ -1,0 +1,145 @@
+//! Turning placed addresses into symbolized frames: each module is located in the sysroot once,
+//! loaded lazily on first use, and each distinct address is resolved exactly once, in parallel
+//! across cores, with a progress bar when there is much to do.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crossprof_symbols::{Kallsyms, Located, Lookup, MatchKind, Module};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+use crate::frames::{Frame, FrameId, FrameTable};
+use crate::processes::{ModuleKey, Placed, Processes};
+
+/// A module's lookup result, for the report's `modules` section.
+pub struct ModuleInfo {
+    /// The module as recorded.
+    pub key: ModuleKey,
+    /// What the sysroot search found.
+    pub located: Located,
+    /// Why loading failed, if it did.
+    pub load_error: Option<String>,
+}
+
+/// Resolves addresses of one recording.
+pub struct Resolver {
+    located: Vec<Located>,
+    keys: Vec<ModuleKey>,
+    loaded: Vec<OnceLock<Result<Module, String>>>,
+    vdso: Option<Module>,
+    kallsyms: Option<Kallsyms>,
+}
+
+/// Module path used for kernel frames.
+pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
+
+impl Resolver {
+    /// Locates every module of the recording (cheap: no DWARF is parsed yet).
+    pub fn new(processes: &Processes, lookup: &Lookup) -> Resolver {
+        let located = processes
+            .modules
+            .iter()
+            .map(|m| {
+                if m.path == "[vdso]" {
+                    Located { match_kind: if processes.vdso.is_some() { MatchKind::BuildId } else { MatchKind::Missing }, image: None, debug_file: None }
+                } else {
+                    lookup.locate(&m.path, &m.build_id)
+                }
+            })
+            .collect::<Vec<_>>();
+        let loaded = processes.modules.iter().map(|_| OnceLock::new()).collect();
+        let vdso = processes.vdso.as_ref().and_then(|b| Module::from_bytes(b.data.clone()).ok());
+        let kallsyms = processes.kallsyms.as_deref().map(Kallsyms::parse);
+        Resolver { located, keys: processes.modules.clone(), loaded, vdso, kallsyms }
+    }
+
+    /// Every module with its lookup outcome.
+    pub fn modules(&self) -> Vec<ModuleInfo> {
+        self.keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| ModuleInfo {
+                key: key.clone(),
+                located: self.located[i].clone(),
+                load_error: self.loaded[i].get().and_then(|r| r.as_ref().err().cloned()),
+            })
+            .collect()
+    }
+
+    fn module(&self, idx: usize) -> Option<&Module> {
+        if self.keys[idx].path == "[vdso]" {
+            return self.vdso.as_ref();
+        }
+        let located = &self.located[idx];
+        if located.debug_file.is_none() || matches!(located.match_kind, MatchKind::Mismatch | MatchKind::Missing) {
+            return None;
+        }
+        self.loaded[idx].get_or_init(|| Module::load(located).map_err(|e| e.to_string())).as_ref().ok()
+    }
+
+    /// Symbolizes each placed address once. `addrs` are lookup addresses (return addresses
+    /// already moved back by one). The result maps each to its frames, innermost first.
+    pub fn resolve(&self, addrs: Vec<Placed>, table: &mut FrameTable) -> HashMap<Placed, Vec<FrameId>> {
+        let bar = if addrs.len() > 20_000 {
+            let bar = ProgressBar::new(addrs.len() as u64);
+            if let Ok(style) = ProgressStyle::with_template("resolving {bar:40} {pos}/{len} addresses ({eta})") {
+                bar.set_style(style);
+            }
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        let resolved: Vec<(Placed, Vec<Frame>)> = addrs
+            .into_par_iter()
+            .map(|p| {
+                let frames = self.frames_at(p);
+                bar.inc(1);
+                (p, frames)
+            })
+            .collect();
+        bar.finish_and_clear();
+        resolved.into_iter().map(|(p, frames)| (p, frames.into_iter().map(|f| table.intern(f)).collect())).collect()
+    }
+
+    fn frames_at(&self, p: Placed) -> Vec<Frame> {
+        let key = &self.keys[p.module];
+        let found = self.module(p.module).and_then(|m| {
+            let svma = if key.path == "[vdso]" { m.offset_to_svma(p.file_offset).unwrap_or(p.file_offset) } else { m.offset_to_svma(p.file_offset)? };
+            let frames = m.frames(svma);
+            (!frames.is_empty() && frames.iter().any(|f| f.function.is_some())).then_some(frames)
+        });
+        match found {
+            Some(frames) => frames
+                .into_iter()
+                .map(|f| Frame {
+                    function: f.function.unwrap_or_else(|| unknown_name(&key.path, p.file_offset)),
+                    file: f.file,
+                    line: f.line,
+                    module: key.path.clone(),
+                    symbolized: true,
+                })
+                .collect(),
+            None => vec![Frame { function: unknown_name(&key.path, p.file_offset), file: None, line: None, module: key.path.clone(), symbolized: false }],
+        }
+    }
+
+    /// A kernel address (already moved back by one for return addresses).
+    pub fn kernel_frame(&self, addr: u64) -> Frame {
+        match self.kallsyms.as_ref().and_then(|k| k.lookup(addr)) {
+            Some(name) => Frame { function: name.to_string(), file: None, line: None, module: KERNEL_MODULE.into(), symbolized: true },
+            None => Frame { function: format!("[kernel] {addr:#x}"), file: None, line: None, module: KERNEL_MODULE.into(), symbolized: false },
+        }
+    }
+}
+
+/// The name shown for an address no symbol covers: `libfoo.so+0x1234`, like perf.
+fn unknown_name(path: &str, offset: u64) -> String {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    format!("{base}+{offset:#x}")
+}
+
+/// A frame for an address outside every known mapping.
+pub fn unmapped_frame(addr: u64) -> Frame {
+    Frame { function: format!("{addr:#x}"), file: None, line: None, module: "[unknown]".into(), symbolized: false }
+}

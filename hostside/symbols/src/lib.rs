@@ -1,0 +1,1 @@
+//! Symbolization for crossprof.

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds the board recorder (static musl, size-tuned) and the host tool (speed-tuned).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+. scripts/env.sh
+cargo build --locked --release -p rec --target x86_64-unknown-linux-musl
+cargo build --locked --profile host -p hostside
+echo "built: $CROSSPROF_REC ($(stat -c %s "$CROSSPROF_REC") bytes), $CROSSPROF_HOSTSIDE" >&2

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job: build rec and hostside, build the bundled demo application (debug info kept in a
+# sysroot, a stripped copy as on a board), record it, and print the symbolized report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+. scripts/env.sh
+work="${DEMO_DIR:-$(mktemp -d -t crossprof-demo-XXXXXX)}"
+mkdir -p "$work/board" "$work/sysroot$work/board"
+gcc -O2 -g -fno-omit-frame-pointer -Wl,--build-id tests/programs/cpu_split.c -o "$work/sysroot$work/board/demo-app"
+strip -o "$work/board/demo-app" "$work/sysroot$work/board/demo-app"
+echo "== rec --out $work/t.zst $work/board/demo-app   (stripped, as on a board)" >&2
+"$CROSSPROF_REC" --out "$work/t.zst" "$work/board/demo-app" 2000
+echo "== hostside report --sysroot $work/sysroot $work/t.zst" >&2
+"$CROSSPROF_HOSTSIDE" report --sysroot "$work/sysroot" "$work/t.zst"

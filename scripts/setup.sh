@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what building and testing crossprof needs on a Debian/Ubuntu machine. Idempotent:
+# it only installs what is missing, so it is cheap to run before every build.
+set -euo pipefail
+
+need_pkgs=()
+for p in gcc g++ binutils musl-tools file; do
+    dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if [ "${CROSSPROF_BENCH:-0}" = 1 ]; then
+    for p in linux-perf hyperfine; do
+        dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+    done
+fi
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    echo "setup: installing ${need_pkgs[*]}" >&2
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo not found; install Rust with rustup first (https://rustup.rs)" >&2
+    exit 1
+fi
+if ! rustup target list --installed | grep -qx x86_64-unknown-linux-musl; then
+    rustup target add x86_64-unknown-linux-musl
+fi

@@ -1,0 +1,34 @@
+/* Ground truth for threads: worker N (N = 1..4) does N units of work, so the four threads take
+ * 10%, 20%, 30% and 40% of the samples. Each thread is named "workerN".
+ * Usage: threads [UNITS] */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static long units = 150;
+
+__attribute__((noinline)) static uint64_t spin(long n) {
+    uint64_t x = (uint64_t)n;
+    for (long i = 0; i < n * 1000000L; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return x;
+}
+
+static void *worker(void *arg) {
+    long id = (long)arg;
+    char name[16];
+    snprintf(name, sizeof name, "worker%ld", id);
+    pthread_setname_np(pthread_self(), name);
+    volatile uint64_t r = spin(id * units / 10);
+    (void)r;
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) units = atol(argv[1]);
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 1));
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    return 0;
+}

@@ -1,0 +1,160 @@
+//! Shared harness for the end-to-end suites: builds the ground-truth programs with the real
+//! compilers (unstripped copy in a sysroot, stripped copy for the "board"), runs the real `rec`
+//! binary on them, and reads back `hostside`'s JSON report.
+//!
+//! The binaries under test are the ones the test script built (`tests/run.sh`): the static musl
+//! `rec` and the host-profile `hostside`. Their paths come from `CROSSPROF_REC` and
+//! `CROSSPROF_HOSTSIDE`, or the default build locations.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+fn tool(var: &str, default: &str) -> PathBuf {
+    let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| root().join(default));
+    assert!(p.exists(), "{} not found; build it first with tests/run.sh (or set {var})", p.display());
+    p
+}
+
+/// The `rec` under test.
+pub fn rec() -> PathBuf {
+    tool("CROSSPROF_REC", "target/x86_64-unknown-linux-musl/release/rec")
+}
+
+/// The `hostside` under test.
+pub fn hostside() -> PathBuf {
+    tool("CROSSPROF_HOSTSIDE", "target/host/hostside")
+}
+
+/// A scratch directory that lives as long as the test process.
+pub fn scratch() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::Builder::new().prefix("crossprof-e2e-").tempdir().expect("temp dir")).path()
+}
+
+/// A ground-truth program as built for a test.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The stripped copy the "board" runs.
+    pub board: PathBuf,
+    /// The unstripped copy (with DWARF), which lives inside [`Program::sysroot`] at the board
+    /// path.
+    pub unstripped: PathBuf,
+    /// A sysroot directory that holds the unstripped copy at the board path.
+    pub sysroot: PathBuf,
+    /// The source file.
+    pub source: PathBuf,
+}
+
+/// Source of a program in `tests/programs/`.
+pub fn source(name: &str) -> PathBuf {
+    root().join("tests/programs").join(name)
+}
+
+fn run_ok(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Builds `src` (C, C++ or Rust, by extension) into `<scratch>/<tag>/`, strips the board copy
+/// and places the unstripped one in that directory's sysroot.
+pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
+    let source = source(src);
+    let dir = scratch().join(tag);
+    let board_dir = dir.join("board");
+    std::fs::create_dir_all(&board_dir).expect("mkdir");
+    let board = board_dir.join(tag);
+    let built = dir.join(format!("{tag}.unstripped"));
+    let mut cmd = match source.extension().and_then(|e| e.to_str()) {
+        Some("c") => {
+            let mut c = Command::new("gcc");
+            c.args(["-g", "-Wl,--build-id", "-pthread"]).args(flags).arg(&source).arg("-o").arg(&built);
+            c
+        }
+        Some("cpp") => {
+            let mut c = Command::new("g++");
+            c.args(["-g", "-Wl,--build-id"]).args(flags).arg(&source).arg("-o").arg(&built);
+            c
+        }
+        Some("rs") => {
+            let mut c = Command::new("rustc");
+            c.args(["-g", "--edition", "2021", "-C", "link-arg=-Wl,--build-id"]).args(flags).arg(&source).arg("-o").arg(&built);
+            c
+        }
+        other => panic!("unknown source type {other:?}"),
+    };
+    run_ok(&mut cmd);
+    run_ok(Command::new("strip").arg("-o").arg(&board).arg(&built));
+    let sysroot = dir.join("sysroot");
+    let unstripped = sysroot.join(board.strip_prefix("/").expect("absolute path"));
+    std::fs::create_dir_all(unstripped.parent().expect("parent")).expect("mkdir");
+    std::fs::copy(&built, &unstripped).expect("copy");
+    Program { board, unstripped, sysroot, source }
+}
+
+/// The line of the marker comment `LINE:<name>` in a source file.
+pub fn marker_line(source: &Path, name: &str) -> u32 {
+    let text = std::fs::read_to_string(source).expect("read source");
+    let needle = format!("LINE:{name}");
+    let idx = text.lines().position(|l| l.contains(&needle)).unwrap_or_else(|| panic!("no marker {needle} in {}", source.display()));
+    idx as u32 + 1
+}
+
+/// Runs `rec` with `args` and returns its output.
+pub fn run_rec(args: &[&str]) -> Output {
+    Command::new(rec()).args(args).output().expect("run rec")
+}
+
+/// Records `program args...` into `out` with default options plus `extra`, asserting success.
+pub fn record(out: &Path, extra: &[&str], cmd: &[&str]) {
+    let mut args: Vec<&str> = vec!["--out", out.to_str().expect("utf-8 path")];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    let o = run_rec(&args);
+    assert!(o.status.success(), "rec {args:?} failed ({:?}):\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+}
+
+/// Runs `hostside` with `args`, asserting success, and returns stdout.
+pub fn hostside_ok(args: &[&str]) -> String {
+    let o = Command::new(hostside()).args(args).output().expect("run hostside");
+    assert!(o.status.success(), "hostside {args:?} failed ({:?}):\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).expect("utf-8 output")
+}
+
+/// `hostside report --json` with an optional sysroot.
+pub fn report_json(recording: &Path, sysroot: Option<&Path>) -> Value {
+    let mut args = vec!["report", "--json", "--top", "1000"];
+    let sr;
+    if let Some(s) = sysroot {
+        sr = s.to_str().expect("utf-8").to_string();
+        args.push("--sysroot");
+        args.push(&sr);
+    }
+    let r = recording.to_str().expect("utf-8");
+    args.push(r);
+    serde_json::from_str(&hostside_ok(&args)).expect("valid JSON")
+}
+
+/// The function row whose name contains `needle`, if any.
+pub fn function<'a>(report: &'a Value, needle: &str) -> Option<&'a Value> {
+    report["cpu"]["functions"].as_array()?.iter().find(|f| f["function"].as_str().is_some_and(|n| n.contains(needle)))
+}
+
+/// `self` or `total` of the function named like `needle` (0 when absent).
+pub fn count(report: &Value, needle: &str, field: &str) -> u64 {
+    function(report, needle).and_then(|f| f[field].as_u64()).unwrap_or(0)
+}
+
+/// Share of `a` in `a + b`, percent.
+pub fn share(a: u64, b: u64) -> f64 {
+    assert!(a + b > 0, "no samples in either function");
+    100.0 * a as f64 / (a + b) as f64
+}

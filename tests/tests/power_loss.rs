@@ -1,0 +1,203 @@
+//! Issue 2, acceptance 5: a recording survives `kill -9` of rec, truncation at any byte and bit
+//! flips. hostside never panics, and every frame that was complete before the cut comes back
+//! with exactly its samples.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crossprof_format::{Reader, Record};
+use crossprof_symbols::Lookup;
+use crossprof_tests::*;
+use hostside::analysis::load::analyze;
+use hostside::output::{info, text};
+use hostside::recording::Recording;
+
+/// A finished 10-second recording and, for each complete frame, (end offset, samples up to it).
+struct Finished {
+    bytes: Vec<u8>,
+    frame_ends: Vec<(usize, u64)>,
+    program: Program,
+}
+
+fn finished() -> &'static Finished {
+    static F: OnceLock<Finished> = OnceLock::new();
+    F.get_or_init(|| {
+        let program = build("cpu_split.c", "power", &["-O2", "-fno-omit-frame-pointer"]);
+        let out = scratch().join("power.zst");
+        // About 10 seconds of work (one round is about 1 ms here).
+        record(&out, &[], &[program.board.to_str().unwrap(), "10000"]);
+        let bytes = std::fs::read(&out).unwrap();
+        let mut frame_ends = Vec::new();
+        let mut r = Reader::new(&bytes).unwrap();
+        let mut samples = 0u64;
+        let mut last_end = r.summary().bytes_read;
+        while let Some(rec) = r.next_record() {
+            let end = r.summary().bytes_read;
+            if end != last_end {
+                // The record just returned is the first of a new frame; the previous frame is whole.
+                frame_ends.push((last_end as usize, samples));
+                last_end = end;
+            }
+            if let Record::Sample(_) = rec {
+                samples += 1;
+            }
+        }
+        frame_ends.push((last_end as usize, samples));
+        assert!(r.summary().complete);
+        assert!(frame_ends.len() >= 10, "a 10 s recording flushed only {} frames", frame_ends.len());
+        Finished { bytes, frame_ends, program }
+    })
+}
+
+fn expected_samples(f: &Finished, cut: usize) -> u64 {
+    f.frame_ends.iter().take_while(|(end, _)| *end <= cut).last().map_or(0, |(_, n)| *n)
+}
+
+fn reader_samples(data: &[u8]) -> Option<u64> {
+    let mut r = Reader::new(data).ok()?;
+    let mut n = 0;
+    while let Some(rec) = r.next_record() {
+        if let Record::Sample(_) = rec {
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
+/// The full in-process pipeline a user runs: info, then report (text and the analysis behind
+/// the JSON). Returns the sample count the report saw.
+fn full_report(data: Vec<u8>, lookup: &Lookup) -> Option<u64> {
+    let rec = Recording::from_bytes(Path::new("cut.zst"), data.clone()).ok()?;
+    let i = info::collect(&rec);
+    let mut sink = Vec::new();
+    info::print(&mut sink, &i).unwrap();
+    let l = analyze(Recording::from_bytes(Path::new("cut.zst"), data).ok()?, lookup);
+    text::cpu_report(&mut sink, &l, 10).unwrap();
+    assert_eq!(i.records.get("sample").copied().unwrap_or(0), l.cpu.samples);
+    Some(l.cpu.samples)
+}
+
+#[test]
+fn every_cut_in_the_last_64k_recovers_every_complete_frame() {
+    let f = finished();
+    let start = f.bytes.len().saturating_sub(64 << 10);
+    let header_end = f.frame_ends[0].0;
+    for cut in start..=f.bytes.len() {
+        if cut < header_end {
+            assert_eq!(reader_samples(&f.bytes[..cut]), None, "a cut inside the header frame leaves no recording");
+            continue;
+        }
+        let got = reader_samples(&f.bytes[..cut]).unwrap_or_else(|| panic!("prefix of {cut} bytes unreadable"));
+        assert_eq!(got, expected_samples(f, cut), "cut at {cut}");
+        let rec = Recording::from_bytes(Path::new("cut.zst"), f.bytes[..cut].to_vec()).unwrap();
+        let i = info::collect(&rec);
+        assert_eq!(i.complete, cut == f.bytes.len(), "cut at {cut}");
+        let whole = f.frame_ends.iter().take_while(|(end, _)| *end <= cut).last().map_or(0, |(e, _)| *e);
+        assert_eq!(i.bytes_discarded as usize, cut - whole, "cut at {cut}");
+    }
+    // The whole analysis on a sample of those cuts (symbolizing each one is slower).
+    let lookup = Lookup { sysroot: Some(f.program.sysroot.clone()), debug_dirs: vec![] };
+    for cut in (start.max(header_end)..=f.bytes.len()).step_by(509) {
+        assert_eq!(full_report(f.bytes[..cut].to_vec(), &lookup), Some(expected_samples(f, cut)), "cut at {cut}");
+    }
+}
+
+#[test]
+fn random_cuts_anywhere_recover_every_complete_frame() {
+    let f = finished();
+    let lookup = Lookup { sysroot: Some(f.program.sysroot.clone()), debug_dirs: vec![] };
+    let header_end = f.frame_ends[0].0;
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..1000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let cut = (rng % f.bytes.len() as u64) as usize;
+        let got = reader_samples(&f.bytes[..cut]);
+        if cut < header_end {
+            assert_eq!(got, None, "a cut inside the header frame leaves no recording");
+            continue;
+        }
+        assert_eq!(got, Some(expected_samples(f, cut)), "cut at {cut}");
+        if i % 10 == 0 {
+            assert_eq!(full_report(f.bytes[..cut].to_vec(), &lookup), Some(expected_samples(f, cut)));
+        }
+    }
+}
+
+#[test]
+fn bit_flips_never_panic_and_never_invent_samples() {
+    let f = finished();
+    let lookup = Lookup { sysroot: Some(f.program.sysroot.clone()), debug_dirs: vec![] };
+    let total = *f.frame_ends.last().map(|(_, n)| n).unwrap();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..1000 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut d = f.bytes.clone();
+        let bit = (rng % (d.len() as u64 * 8)) as usize;
+        d[bit / 8] ^= 1 << (bit % 8);
+        // A flipped frame fails its checksum: only the frames before it come back.
+        if let Some(n) = reader_samples(&d) {
+            assert!(n <= total);
+            assert!(n >= expected_samples(f, bit / 8), "flip at byte {} lost intact frames before it", bit / 8);
+        }
+        if i % 20 == 0 {
+            full_report(d, &lookup);
+        }
+    }
+}
+
+#[test]
+fn hostside_binary_reports_a_torn_file_as_incomplete() {
+    let f = finished();
+    let cut = f.bytes.len() - 100;
+    let path = scratch().join("torn.zst");
+    std::fs::write(&path, &f.bytes[..cut]).unwrap();
+    let text = hostside_ok(&["info", path.to_str().unwrap()]);
+    assert!(text.contains("INCOMPLETE"), "{text}");
+    let j: serde_json::Value = serde_json::from_str(&hostside_ok(&["report", "--json", path.to_str().unwrap()])).unwrap();
+    assert_eq!(j["recording"]["complete"], false);
+    assert_eq!(j["recording"]["bytes_discarded"].as_u64(), Some((cut - f.frame_ends[f.frame_ends.len() - 2].0) as u64));
+}
+
+fn pids_of(path: &Path) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() {
+            if std::fs::read_link(e.path().join("exe")).ok().as_deref() == Some(path) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn kill_9_of_rec_keeps_everything_synced_before_it() {
+    let p = build("cpu_split.c", "kill9", &["-O2", "-fno-omit-frame-pointer"]);
+    let out: PathBuf = scratch().join("kill9.zst");
+    let mut rec = Command::new(rec()).arg("--out").arg(&out).arg("--").arg(&p.board).arg("0").spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    rec.kill().unwrap(); // SIGKILL
+    rec.wait().unwrap();
+    for pid in pids_of(&p.board) {
+        unsafe_kill(pid);
+    }
+    let bytes = std::fs::read(&out).unwrap();
+    let n = reader_samples(&bytes).expect("file readable after kill -9");
+    // At most one flush interval (1 s) is lost: 5 s at 999 Hz minus start-up and that second.
+    assert!(n >= 3000, "only {n} samples survived");
+    let j: serde_json::Value = serde_json::from_str(&hostside_ok(&["report", "--json", "--sysroot", p.sysroot.to_str().unwrap(), out.to_str().unwrap()])).unwrap();
+    assert_eq!(j["recording"]["complete"], false);
+    assert_eq!(j["cpu"]["samples"].as_u64(), Some(n));
+    let (a, b) = (count(&j, "hot_a", "self"), count(&j, "hot_b", "self"));
+    assert!((70.0..=80.0).contains(&share(a, b)));
+}
+
+fn unsafe_kill(pid: u32) {
+    let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+}
