@@ -1,0 +1,188 @@
+//! Command-line parsing. The names are a contract (DESIGN.md): scripts on boards call them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The help text. Hand-written, because rec uses a minimal parser to stay small.
+pub const HELP: &str = "\
+rec: record CPU samples on this board for analysis elsewhere with `hostside`.
+
+Usage:
+  rec [OPTIONS] [--] COMMAND [ARGS...]   launch COMMAND and record it and all its children
+  rec [OPTIONS] -p PID                   attach to a running process and all its threads
+
+Options:
+  -o, --out FILE        recording to write [default: crossprof.zst]
+  -F, --freq HZ         samples per second per thread [default: 999]
+      --call-graph MODE how call stacks are captured [default: fp]
+                          fp  frame-pointer chains walked by the kernel: cheap, complete
+                              for code built with -fno-omit-frame-pointer
+      --flush-ms MS     close, write and fdatasync a frame at least this often; everything
+                        synced survives power loss or kill -9 [default: 1000]
+      --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
+  -p, --pid PID         record an existing process instead of launching one
+  -h, --help            print this help
+  -V, --version         print the version
+
+The recording holds raw addresses, memory maps and build-ids only; copy it to your machine and
+run `hostside report --sysroot DIR FILE` there, with DIR the board's debug sysroot.
+
+Exit status: the application's (128+N when signal N ended it); 2 when rec itself fails, with
+one line saying what to do. SIGINT/SIGTERM stop the recording cleanly (and are passed on to a
+launched COMMAND first).
+
+Examples:
+  rec --out /tmp/t.zst ./app --its-args
+  rec -F 4999 --duration 10 -p $(pidof daemon)
+";
+
+/// What to record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// Launch this command line.
+    Launch(Vec<OsString>),
+    /// Attach to this process.
+    Attach(u32),
+}
+
+/// Parsed options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Output file.
+    pub out: PathBuf,
+    /// Sampling frequency in Hz.
+    pub freq: u32,
+    /// Frame flush interval.
+    pub flush: Duration,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// What to record.
+    pub target: Target,
+}
+
+/// What the command line asks for.
+pub enum Parsed {
+    /// Record.
+    Run(Options),
+    /// Print this text and exit 0.
+    Print(String),
+}
+
+/// Parses the arguments (without the program name). Errors are one-line messages.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String> {
+    use lexopt::prelude::*;
+    let mut p = lexopt::Parser::from_args(args);
+    let mut out = PathBuf::from("crossprof.zst");
+    let mut freq = 999u32;
+    let mut flush = Duration::from_millis(1000);
+    let mut duration = None;
+    let mut pid = None;
+    let mut command = Vec::new();
+    let err = |e: lexopt::Error| e.to_string();
+    while let Some(arg) = p.next().map_err(err)? {
+        match arg {
+            Short('o') | Long("out") => out = p.value().map_err(err)?.into(),
+            Short('F') | Long("freq") => {
+                freq = p.value().map_err(err)?.parse().map_err(err)?;
+                if !(1..=100_000).contains(&freq) {
+                    return Err(format!("--freq {freq}: choose 1 to 100000 Hz"));
+                }
+            }
+            Long("call-graph") => {
+                let mode = p.value().map_err(err)?.string().map_err(err)?;
+                match mode.as_str() {
+                    "fp" => {}
+                    m if m.starts_with("dwarf") => {
+                        return Err("--call-graph dwarf is not available in this version of rec; use fp (build the code with -fno-omit-frame-pointer)".into())
+                    }
+                    m => return Err(format!("--call-graph {m}: unknown mode (use fp)")),
+                }
+            }
+            Long("flush-ms") => {
+                let ms: u64 = p.value().map_err(err)?.parse().map_err(err)?;
+                if ms == 0 {
+                    return Err("--flush-ms must be at least 1".into());
+                }
+                flush = Duration::from_millis(ms);
+            }
+            Long("duration") => {
+                let s: f64 = p.value().map_err(err)?.parse().map_err(err)?;
+                if !(s > 0.0 && s < 1e9) {
+                    return Err(format!(
+                        "--duration {s}: must be a positive number of seconds"
+                    ));
+                }
+                duration = Some(Duration::from_secs_f64(s));
+            }
+            Short('p') | Long("pid") => {
+                pid = Some(p.value().map_err(err)?.parse::<u32>().map_err(err)?)
+            }
+            Short('h') | Long("help") => return Ok(Parsed::Print(HELP.into())),
+            Short('V') | Long("version") => {
+                return Ok(Parsed::Print(format!(
+                    "rec {}\n",
+                    env!("CARGO_PKG_VERSION")
+                )))
+            }
+            Value(v) => {
+                command.push(v);
+                command.extend(p.raw_args().map_err(err)?);
+            }
+            other => return Err(other.unexpected().to_string()),
+        }
+    }
+    let target = match (pid, command.is_empty()) {
+        (Some(_), false) => return Err("give either -p PID or a COMMAND, not both".into()),
+        (Some(pid), true) => Target::Attach(pid),
+        (None, false) => Target::Launch(command),
+        (None, true) => {
+            return Err("nothing to record: give a COMMAND or -p PID (see rec --help)".into())
+        }
+    };
+    Ok(Parsed::Run(Options {
+        out,
+        freq,
+        flush,
+        duration,
+        target,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Options, String> {
+        match parse(args.iter().map(OsString::from))? {
+            Parsed::Run(o) => Ok(o),
+            Parsed::Print(_) => Err("printed".into()),
+        }
+    }
+
+    #[test]
+    fn command_arguments_are_passed_through() {
+        let o = run(&["--out", "x.zst", "./app", "--freq", "-p"]).unwrap();
+        assert_eq!(o.out, PathBuf::from("x.zst"));
+        assert_eq!(o.freq, 999);
+        assert_eq!(
+            o.target,
+            Target::Launch(vec!["./app".into(), "--freq".into(), "-p".into()])
+        );
+        let o = run(&["--", "./app"]).unwrap();
+        assert_eq!(o.target, Target::Launch(vec!["./app".into()]));
+    }
+
+    #[test]
+    fn attach_and_limits() {
+        let o = run(&["-p", "42", "--duration", "1.5", "--flush-ms", "200"]).unwrap();
+        assert_eq!(o.target, Target::Attach(42));
+        assert_eq!(o.duration, Some(Duration::from_millis(1500)));
+        assert_eq!(o.flush, Duration::from_millis(200));
+        assert!(run(&["-p", "42", "./app"]).is_err());
+        assert!(run(&[]).is_err());
+        assert!(run(&["--freq", "0", "./a"]).is_err());
+        assert!(run(&["--call-graph", "lbr", "./a"]).is_err());
+        assert!(run(&["--bogus", "./a"]).is_err());
+    }
+}

@@ -1,0 +1,44 @@
+//! rec's own failures. Each is printed as one line that says what to do, and exits 2.
+
+use std::fmt;
+use std::io;
+
+/// Why rec could not record.
+#[derive(Debug)]
+pub enum RecError {
+    /// The command to launch does not exist or is not executable.
+    CommandNotFound(String),
+    /// No process has this pid.
+    NoSuchProcess(u32),
+    /// The kernel refused sampling for lack of permission.
+    Paranoid(Option<i32>),
+    /// The kernel has no perf events.
+    NoPerf(io::Error),
+    /// The output file cannot be written.
+    Output(String, io::Error),
+    /// Any other I/O failure, with what was being done.
+    Io(String, io::Error),
+}
+
+impl fmt::Display for RecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecError::CommandNotFound(c) => write!(f, "command not found: {c}"),
+            RecError::NoSuchProcess(p) => write!(f, "no process with pid {p}"),
+            RecError::Paranoid(level) => {
+                let now = level.map_or("unknown".to_string(), |l| l.to_string());
+                write!(
+                    f,
+                    "the kernel forbids sampling (kernel.perf_event_paranoid is {now}): run rec as root, \
+                     or allow it with `sysctl -w kernel.perf_event_paranoid=1` (2 still allows user-space samples of your own processes)"
+                )
+            }
+            RecError::NoPerf(e) => write!(
+                f,
+                "this kernel cannot sample ({e}): it needs CONFIG_PERF_EVENTS"
+            ),
+            RecError::Output(p, e) => write!(f, "cannot write {p}: {e}"),
+            RecError::Io(what, e) => write!(f, "{what}: {e}"),
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Opening the sampling events: one per CPU for a launched command (inherited by every thread
+//! and child it creates), or one per thread and CPU for an attached process, with all events of
+//! a CPU feeding one ring buffer (as `perf record` does), so memory does not grow with threads.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use super::attr::{self, flag, sample, PerfEventAttr};
+use super::ring::Ring;
+use crate::error::RecError;
+use crate::procfs;
+
+/// Data pages per CPU ring buffer when the kernel allows it (256 KiB with 4 KiB pages): about a
+/// second of 999 Hz samples with deep stacks, drained every 100 ms.
+const RING_PAGES: usize = 64;
+
+/// What the kernel allowed, decided once on the first event and reused for the rest.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Kernel frames are recorded.
+    pub kernel: bool,
+    /// MMAP2 records carry build-ids.
+    pub build_id: bool,
+}
+
+/// Open events and their rings.
+pub struct Events {
+    /// One ring per CPU.
+    pub rings: Vec<Ring>,
+    /// Every event descriptor (ring owners first).
+    pub fds: Vec<OwnedFd>,
+    /// What the kernel allowed.
+    pub settings: Settings,
+}
+
+fn make_attr(
+    freq: u32,
+    on_exec: bool,
+    s: Settings,
+    page_size: usize,
+    pages: usize,
+) -> PerfEventAttr {
+    let mut flags = flag::INHERIT
+        | flag::FREQ
+        | flag::MMAP
+        | flag::MMAP2
+        | flag::COMM
+        | flag::COMM_EXEC
+        | flag::TASK
+        | flag::SAMPLE_ID_ALL
+        | flag::USE_CLOCKID
+        | flag::EXCLUDE_HV
+        | flag::EXCLUDE_GUEST
+        | flag::WATERMARK;
+    if on_exec {
+        flags |= flag::DISABLED | flag::ENABLE_ON_EXEC;
+    }
+    if !s.kernel {
+        flags |= flag::EXCLUDE_KERNEL;
+    }
+    if s.build_id {
+        flags |= flag::BUILD_ID;
+    }
+    PerfEventAttr {
+        type_: attr::TYPE_SOFTWARE,
+        size: attr::ATTR_SIZE,
+        config: attr::SW_CPU_CLOCK,
+        sample_period_or_freq: freq.into(),
+        sample_type: sample::IP
+            | sample::TID
+            | sample::TIME
+            | sample::CPU
+            | sample::PERIOD
+            | sample::CALLCHAIN,
+        flags,
+        wakeup_watermark: (pages * page_size / 4) as u32,
+        clockid: libc::CLOCK_MONOTONIC,
+        ..Default::default()
+    }
+}
+
+/// Opens one event, learning on the way what this kernel and these permissions allow.
+fn open_adaptive(
+    freq: u32,
+    on_exec: bool,
+    settings: &mut Option<Settings>,
+    pid: i32,
+    cpu: i32,
+    page_size: usize,
+) -> Result<OwnedFd, io::Error> {
+    if let Some(s) = *settings {
+        return attr::open(
+            &make_attr(freq, on_exec, s, page_size, RING_PAGES),
+            pid,
+            cpu,
+        );
+    }
+    let mut s = Settings {
+        kernel: true,
+        build_id: true,
+    };
+    loop {
+        match attr::open(
+            &make_attr(freq, on_exec, s, page_size, RING_PAGES),
+            pid,
+            cpu,
+        ) {
+            Ok(fd) => {
+                *settings = Some(s);
+                return Ok(fd);
+            }
+            // Kernels before 5.12 do not know the build-id bit.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && s.build_id => s.build_id = false,
+            // Without privilege, user-space samples may still be allowed (paranoid 2).
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+                    && s.kernel =>
+            {
+                s.kernel = false
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn classify(e: io::Error, pid: u32) -> RecError {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => RecError::Paranoid(procfs::perf_event_paranoid()),
+        Some(libc::ESRCH) => RecError::NoSuchProcess(pid),
+        Some(libc::ENOENT) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
+            RecError::NoPerf(e)
+        }
+        _ => RecError::Io("perf_event_open failed".into(), e),
+    }
+}
+
+/// Maps a ring, halving its size while the locked-memory limit refuses it.
+fn map_ring(fd: &OwnedFd, page_size: usize) -> Result<Ring, RecError> {
+    let mut pages = RING_PAGES;
+    loop {
+        match Ring::map(fd, pages, page_size) {
+            Ok(r) => return Ok(r),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) && pages > 2 => pages /= 2,
+            Err(e) => {
+                return Err(RecError::Io(
+                    "cannot map a perf ring buffer (raise kernel.perf_event_mlock_kb)".into(),
+                    e,
+                ))
+            }
+        }
+    }
+}
+
+/// Events for a launched child: enabled at its exec, inherited by all its threads and children.
+pub fn for_launch(child: u32, freq: u32) -> Result<Events, RecError> {
+    open(&[child], freq, true, child)
+}
+
+/// Events for a running process: one per thread and CPU (new threads inherit them).
+pub fn for_attach(pid: u32, freq: u32) -> Result<Events, RecError> {
+    let tids = procfs::threads(pid).map_err(|_| RecError::NoSuchProcess(pid))?;
+    if tids.is_empty() {
+        return Err(RecError::NoSuchProcess(pid));
+    }
+    open(&tids, freq, false, pid)
+}
+
+fn open(tids: &[u32], freq: u32, on_exec: bool, pid: u32) -> Result<Events, RecError> {
+    let page_size = procfs::page_size();
+    let cpus = procfs::online_cpus();
+    let mut settings = None;
+    let mut rings = Vec::new();
+    let mut fds = Vec::new();
+    let mut followers = Vec::new();
+    for &cpu in &cpus {
+        let mut leader: Option<usize> = None;
+        for &tid in tids {
+            let fd = match open_adaptive(
+                freq,
+                on_exec,
+                &mut settings,
+                tid as i32,
+                cpu as i32,
+                page_size,
+            ) {
+                Ok(fd) => fd,
+                // A thread that ended while we attached is not an error.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
+                Err(e) => return Err(classify(e, pid)),
+            };
+            match leader {
+                None => {
+                    rings.push(map_ring(&fd, page_size)?);
+                    leader = Some(fds.len());
+                    fds.push(fd);
+                }
+                Some(l) => {
+                    attr::ioctl(
+                        &fd,
+                        attr::IOC_SET_OUTPUT,
+                        fds[l].as_raw_fd() as libc::c_ulong,
+                    )
+                    .map_err(|e| RecError::Io("cannot share a perf ring buffer".into(), e))?;
+                    followers.push(fd);
+                }
+            }
+        }
+    }
+    fds.extend(followers);
+    let settings = settings.ok_or(RecError::NoSuchProcess(pid))?;
+    Ok(Events {
+        rings,
+        fds,
+        settings,
+    })
+}

@@ -1,0 +1,7 @@
+//! The kernel's perf interface: the event attributes, ring buffers, record decoding, and the
+//! choice of which events to open for a launched or attached target.
+
+pub mod attr;
+pub mod events;
+pub mod parse;
+pub mod ring;

@@ -1,0 +1,230 @@
+//! Decoding the kernel's perf records into crossprof records.
+//!
+//! Only the record types `rec` asks for are decoded; everything is bounds-checked, so a record
+//! the kernel lays out differently than expected is skipped, never misread past its end.
+
+use crossprof_format::{Comm, Lost, Mmap, Record, Sample, Task};
+
+const RECORD_MMAP2: u32 = 10;
+const RECORD_LOST: u32 = 2;
+const RECORD_COMM: u32 = 3;
+const RECORD_EXIT: u32 = 4;
+const RECORD_FORK: u32 = 7;
+const RECORD_SAMPLE: u32 = 9;
+
+const MISC_COMM_EXEC: u16 = 1 << 13;
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+
+/// Call-chain context markers (`PERF_CONTEXT_*`): the entries that follow belong to that mode.
+const CONTEXT_KERNEL: u64 = (-128i64) as u64;
+const CONTEXT_USER: u64 = (-512i64) as u64;
+/// Any value from here up is a context marker, not an address.
+const CONTEXT_MAX: u64 = (-4095i64) as u64;
+
+/// Bytes of the `sample_id_all` trailer: pid/tid, time, cpu/reserved.
+const ID_TRAILER: usize = 24;
+
+/// A bounds-checked little cursor over one record.
+struct Cur<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cur<'a> {
+    fn u32(&mut self) -> Option<u32> {
+        let v = self.b.get(self.at..self.at + 4)?;
+        self.at += 4;
+        Some(u32::from_ne_bytes(v.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let v = self.b.get(self.at..self.at + 8)?;
+        self.at += 8;
+        Some(u64::from_ne_bytes(v.try_into().ok()?))
+    }
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let v = self.b.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(v)
+    }
+    /// A NUL-terminated string padded to 8 bytes, ending before the id trailer.
+    fn cstr_before_trailer(&mut self) -> Option<String> {
+        let end = self.b.len().checked_sub(ID_TRAILER)?;
+        let s = self.b.get(self.at..end)?;
+        let n = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+        Some(String::from_utf8_lossy(&s[..n]).into_owned())
+    }
+    fn trailer_time(&self) -> u64 {
+        let at = self.b.len().saturating_sub(ID_TRAILER) + 8;
+        self.b
+            .get(at..at + 8)
+            .and_then(|v| v.try_into().ok())
+            .map(u64::from_ne_bytes)
+            .unwrap_or(0)
+    }
+}
+
+/// Decodes one raw record (header included). MMAP2 records without a kernel-provided build-id
+/// come back with an empty `build_id` for the caller to fill in.
+pub fn decode(raw: &[u8]) -> Option<Record> {
+    let ty = u32::from_ne_bytes(raw.get(0..4)?.try_into().ok()?);
+    let misc = u16::from_ne_bytes(raw.get(4..6)?.try_into().ok()?);
+    let mut c = Cur { b: raw, at: 8 };
+    match ty {
+        RECORD_SAMPLE => {
+            let _ip = c.u64()?;
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let time = c.u64()?;
+            let cpu = c.u32()?;
+            let _res = c.u32()?;
+            let period = c.u64()?;
+            let nr = c.u64()? as usize;
+            let ips = c.bytes(nr.checked_mul(8)?)?;
+            let (mut kernel_chain, mut user_chain) = (Vec::new(), Vec::new());
+            let mut in_user = false;
+            for w in ips.chunks_exact(8) {
+                let a = u64::from_ne_bytes(w.try_into().ok()?);
+                match a {
+                    CONTEXT_USER => in_user = true,
+                    CONTEXT_KERNEL => in_user = false,
+                    a if a >= CONTEXT_MAX => in_user = false,
+                    a if in_user => user_chain.push(a),
+                    a => kernel_chain.push(a),
+                }
+            }
+            Some(Record::Sample(Sample {
+                time,
+                pid,
+                tid,
+                cpu,
+                period,
+                kernel_chain,
+                user_chain,
+            }))
+        }
+        RECORD_MMAP2 => {
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let start = c.u64()?;
+            let len = c.u64()?;
+            let pgoff = c.u64()?;
+            let mut build_id = Vec::new();
+            let mut inode = 0;
+            if misc & MISC_MMAP_BUILD_ID != 0 {
+                let id = c.bytes(24)?;
+                let n = (id[0] as usize).min(20);
+                build_id.extend_from_slice(&id[4..4 + n]);
+            } else {
+                let _maj = c.u32()?;
+                let _min = c.u32()?;
+                inode = c.u64()?;
+                let _gen = c.u64()?;
+            }
+            let prot = c.u32()?;
+            let _flags = c.u32()?;
+            let path = c.cstr_before_trailer()?;
+            Some(Record::Mmap(Mmap {
+                time: c.trailer_time(),
+                pid,
+                tid,
+                start,
+                len,
+                pgoff,
+                path,
+                build_id,
+                prot,
+                inode,
+                ..Default::default()
+            }))
+        }
+        RECORD_COMM => {
+            let pid = c.u32()?;
+            let tid = c.u32()?;
+            let comm = c.cstr_before_trailer()?;
+            Some(Record::Comm(Comm {
+                time: c.trailer_time(),
+                pid,
+                tid,
+                comm,
+                exec: misc & MISC_COMM_EXEC != 0,
+            }))
+        }
+        RECORD_FORK | RECORD_EXIT => {
+            let pid = c.u32()?;
+            let ppid = c.u32()?;
+            let tid = c.u32()?;
+            let ptid = c.u32()?;
+            let time = c.u64()?;
+            let t = Task {
+                time,
+                pid,
+                tid,
+                ppid,
+                ptid,
+            };
+            Some(if ty == RECORD_FORK {
+                Record::Fork(t)
+            } else {
+                Record::Exit(t)
+            })
+        }
+        RECORD_LOST => {
+            let _id = c.u64()?;
+            let count = c.u64()?;
+            Some(Record::Lost(Lost {
+                time: c.trailer_time(),
+                count,
+                kind: "samples".into(),
+            }))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(ty: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&ty.to_ne_bytes());
+        v.extend_from_slice(&misc.to_ne_bytes());
+        v.extend_from_slice(&((8 + body.len()) as u16).to_ne_bytes());
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn sample_splits_kernel_and_user_chains() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&0x1000u64.to_ne_bytes());
+        b.extend_from_slice(&7u32.to_ne_bytes());
+        b.extend_from_slice(&8u32.to_ne_bytes());
+        b.extend_from_slice(&99u64.to_ne_bytes());
+        b.extend_from_slice(&1u32.to_ne_bytes());
+        b.extend_from_slice(&0u32.to_ne_bytes());
+        b.extend_from_slice(&1000u64.to_ne_bytes());
+        let chain = [CONTEXT_KERNEL, 0xffff_0001, CONTEXT_USER, 0x1000, 0x2000];
+        b.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
+        for w in chain {
+            b.extend_from_slice(&w.to_ne_bytes());
+        }
+        let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b)) else {
+            panic!("not a sample")
+        };
+        assert_eq!((s.pid, s.tid, s.time, s.cpu, s.period), (7, 8, 99, 1, 1000));
+        assert_eq!(s.kernel_chain, vec![0xffff_0001]);
+        assert_eq!(s.user_chain, vec![0x1000, 0x2000]);
+    }
+
+    #[test]
+    fn truncated_records_are_skipped() {
+        let r = rec(RECORD_SAMPLE, 0, &[0; 12]);
+        assert_eq!(decode(&r), None);
+        assert_eq!(decode(&[1, 2, 3]), None);
+        // A sample whose chain length runs past the record.
+        let mut b = vec![0u8; 40];
+        b.extend_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(decode(&rec(RECORD_SAMPLE, 0, &b)), None);
+    }
+}

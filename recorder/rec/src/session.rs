@@ -1,0 +1,370 @@
+//! One recording from start to end: open the output, start or attach to the target, move
+//! records from the kernel's rings into the frame writer, flush and sync on schedule, and stop
+//! when the target ends, the duration is up, or a signal asks.
+//!
+//! Memory is bounded by the rings (fixed at start), the frame writer's buffer (closed early at
+//! 1 MiB) and the per-path identity cache.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::time::{Duration, Instant};
+
+use crossprof_format::{Arch, Blob, Comm, End, FrameWriter, Header, Mmap, Record, FORMAT_VERSION};
+
+use crate::cli::{Options, Target};
+use crate::error::RecError;
+use crate::identity::Identities;
+use crate::launch;
+use crate::perf::events::{self, Events};
+use crate::perf::parse;
+use crate::procfs;
+use crate::signals;
+
+/// How long the main loop sleeps at most between drains.
+const POLL_MS: i32 = 100;
+/// How long a launched command may take to exit after being asked to stop.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Nanoseconds on CLOCK_MONOTONIC, the clock the events are told to use.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    // SAFETY: ts is a valid timespec for clock_gettime to fill.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The writer side of a recording: counts what passes and survives a failing disk by
+/// stopping writes (what was synced stays valid) and reporting once.
+struct Output {
+    writer: Option<FrameWriter<File>>,
+    path: String,
+    failed: Option<std::io::Error>,
+    samples: u64,
+    lost: u64,
+    identities: Identities,
+}
+
+impl Output {
+    fn push(&mut self, r: &Record) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.push(r) {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.flush() {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn fail(&mut self, e: std::io::Error) {
+        eprintln!(
+            "rec: cannot write {}: {e}; recording stopped, the file is valid up to the last flush",
+            self.path
+        );
+        self.writer = None;
+        self.failed = Some(e);
+    }
+
+    /// Handles one decoded kernel record.
+    fn record(&mut self, r: Record) {
+        match r {
+            Record::Sample(_) => self.samples += 1,
+            Record::Lost(ref l) => self.lost += l.count,
+            _ => {}
+        }
+        match r {
+            Record::Mmap(mut m) => {
+                let root = format!("/proc/{}/root", m.pid);
+                self.identities.fill(&mut m, Some(&root));
+                self.push(&Record::Mmap(m));
+            }
+            Record::Comm(c) if c.exec => {
+                let (pid, time) = (c.pid, c.time);
+                self.push(&Record::Comm(c));
+                // The kernel does not report the vDSO it maps at exec; read it from /proc
+                // while the process is (very likely) still alive.
+                if let Ok(maps) = procfs::maps(pid) {
+                    if let Some(v) = maps.iter().find(|m| m.path == "[vdso]") {
+                        self.push(&Record::Mmap(Mmap {
+                            time,
+                            pid,
+                            tid: pid,
+                            start: v.start,
+                            len: v.end - v.start,
+                            path: v.path.clone(),
+                            prot: v.prot,
+                            ..Default::default()
+                        }));
+                    }
+                }
+            }
+            other => self.push(&other),
+        }
+    }
+}
+
+fn header(opts: &Options, kernel: bool) -> Header {
+    let (kernel_release, hostname) = procfs::uname();
+    let arch = Arch::native();
+    let command = match &opts.target {
+        Target::Launch(c) => c.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        Target::Attach(pid) => vec!["-p".into(), pid.to_string()],
+    };
+    Header {
+        format_version: FORMAT_VERSION,
+        arch: arch.map_or("unknown", |a| a.name()).into(),
+        big_endian: cfg!(target_endian = "big"),
+        pointer_size: std::mem::size_of::<usize>() as u8,
+        page_size: procfs::page_size() as u32,
+        kernel_release,
+        hostname,
+        command,
+        clock: "monotonic".into(),
+        start_unix_ns: clock_ns(libc::CLOCK_REALTIME),
+        start_clock_ns: monotonic_ns(),
+        sample_freq: opts.freq,
+        call_graph: if kernel {
+            "fp".into()
+        } else {
+            "fp (user only)".into()
+        },
+        rec_version: env!("CARGO_PKG_VERSION").into(),
+        event: "cpu-clock".into(),
+    }
+}
+
+fn create_output(opts: &Options) -> Result<File, RecError> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&opts.out)
+        .map_err(|e| RecError::Output(opts.out.display().to_string(), e))
+}
+
+/// Writes what the host needs besides the events: the vDSO image and kernel symbols.
+fn write_images(out: &mut Output, kernel: bool) {
+    if let Some((addr, data)) = procfs::own_vdso() {
+        out.push(&Record::Blob(Blob {
+            name: "[vdso]".into(),
+            addr,
+            data,
+        }));
+    }
+    if kernel {
+        if let Some(data) = procfs::kallsyms() {
+            out.push(&Record::Blob(Blob {
+                name: "kallsyms".into(),
+                addr: 0,
+                data,
+            }));
+        }
+    }
+}
+
+/// Writes the current threads and executable mappings of an attached process.
+fn snapshot(out: &mut Output, pid: u32) {
+    let now = monotonic_ns();
+    for tid in procfs::threads(pid).unwrap_or_default() {
+        out.record(Record::Comm(Comm {
+            time: now,
+            pid,
+            tid,
+            comm: procfs::comm(pid, tid),
+            exec: false,
+        }));
+    }
+    for m in procfs::maps(pid).unwrap_or_default() {
+        let exec = m.prot & libc::PROT_EXEC as u32 != 0;
+        if !exec || m.path.is_empty() {
+            continue;
+        }
+        out.record(Record::Mmap(Mmap {
+            time: now,
+            pid,
+            tid: pid,
+            start: m.start,
+            len: m.end - m.start,
+            pgoff: m.pgoff,
+            path: m.path,
+            prot: m.prot,
+            inode: m.inode,
+            ..Default::default()
+        }));
+    }
+}
+
+fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>) {
+    for ring in &mut events.rings {
+        ring.drain(scratch, |raw| {
+            if let Some(r) = parse::decode(raw) {
+                out.record(r);
+            }
+        });
+    }
+}
+
+fn wait_readable(events: &Events, timeout_ms: i32) {
+    let mut fds: Vec<libc::pollfd> = events.fds[..events.rings.len()]
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: fds is a valid array of pollfd of the given length. EINTR (a signal) is fine.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+}
+
+/// Records as the options say; returns rec's exit status.
+pub fn run(opts: &Options) -> Result<i32, RecError> {
+    let file = create_output(opts)?;
+    let (events, mut child) = match &opts.target {
+        Target::Launch(cmd) => {
+            let child = launch::spawn(cmd)?;
+            match events::for_launch(child.pid, opts.freq) {
+                Ok(ev) => (ev, Some(child)),
+                Err(e) => {
+                    // Dropping the start pipe makes the child exit without running.
+                    child.start_never();
+                    return Err(e);
+                }
+            }
+        }
+        Target::Attach(pid) => {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(RecError::NoSuchProcess(*pid));
+            }
+            (events::for_attach(*pid, opts.freq)?, None)
+        }
+    };
+    let mut events = events;
+    let kernel = events.settings.kernel;
+    let writer = FrameWriter::new(file, &header(opts, kernel))
+        .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
+    let mut out = Output {
+        writer: Some(writer),
+        path: opts.out.display().to_string(),
+        failed: None,
+        samples: 0,
+        lost: 0,
+        identities: Identities::default(),
+    };
+    write_images(&mut out, kernel);
+    match (&opts.target, child.as_mut()) {
+        (Target::Attach(pid), _) => {
+            snapshot(&mut out, *pid);
+            signals::install(None);
+            for fd in &events.fds {
+                let _ = crate::perf::attr::ioctl(fd, crate::perf::attr::IOC_ENABLE, 0);
+            }
+        }
+        (Target::Launch(_), Some(c)) => {
+            signals::install(Some(c.pid));
+            if let Err(e) = c.start() {
+                reap(c.pid);
+                return Err(e);
+            }
+        }
+        (Target::Launch(_), None) => unreachable!("a launch always has a child"),
+    }
+    out.flush();
+
+    let started = Instant::now();
+    let mut last_flush = Instant::now();
+    let mut scratch = Vec::with_capacity(4096);
+    let mut stop_at: Option<Instant> = None;
+    let mut status = 0;
+    loop {
+        wait_readable(&events, POLL_MS);
+        drain(&mut events, &mut out, &mut scratch);
+        if last_flush.elapsed() >= opts.flush {
+            out.flush();
+            last_flush = Instant::now();
+        }
+        let timed_out = opts.duration.is_some_and(|d| started.elapsed() >= d);
+        let stop = signals::stop_requested().is_some() || timed_out;
+        match &child {
+            Some(c) => {
+                if let Some(s) = try_wait(c.pid) {
+                    status = launch::exit_status(s);
+                    break;
+                }
+                if stop && stop_at.is_none() {
+                    if timed_out && signals::stop_requested().is_none() {
+                        // SAFETY: plain kill of our own child.
+                        unsafe { libc::kill(c.pid as i32, libc::SIGTERM) };
+                    }
+                    stop_at = Some(Instant::now() + STOP_GRACE);
+                }
+                if stop_at.is_some_and(|t| Instant::now() >= t) {
+                    eprintln!(
+                        "rec: {} did not exit after being asked to; stopping the recording anyway",
+                        c.pid
+                    );
+                    status = 128 + libc::SIGTERM;
+                    break;
+                }
+            }
+            None => {
+                let Target::Attach(pid) = opts.target else {
+                    break;
+                };
+                // SAFETY: signal 0 only checks that the process exists.
+                let gone = unsafe { libc::kill(pid as i32, 0) } != 0
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+                if stop || gone {
+                    break;
+                }
+            }
+        }
+    }
+    drain(&mut events, &mut out, &mut scratch);
+    let end = End {
+        time: monotonic_ns(),
+        exit_status: status.into(),
+        samples: out.samples,
+        lost_samples: out.lost,
+    };
+    if let Some(w) = out.writer.take() {
+        if let Err(e) = w.finish(end) {
+            out.fail(e);
+        }
+    }
+    if let Some(e) = out.failed {
+        return Err(RecError::Output(out.path, e));
+    }
+    if out.lost > 0 {
+        eprintln!(
+            "rec: the kernel dropped {} samples (ring buffer full); try a lower --freq",
+            out.lost
+        );
+    }
+    Ok(status)
+}
+
+fn try_wait(pid: u32) -> Option<libc::c_int> {
+    let mut status = 0;
+    // SAFETY: waiting for our own child with a valid status pointer.
+    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
+    (r == pid as i32).then_some(status)
+}
+
+fn reap(pid: u32) {
+    let mut status = 0;
+    // SAFETY: waiting for our own child with a valid status pointer.
+    unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+}
