@@ -129,15 +129,54 @@ pub fn own_vdso() -> Option<(u64, Vec<u8>)> {
     Some((m.start, data))
 }
 
-/// /proc/kallsyms when it shows real addresses (kptr_restrict hides them as zeros otherwise).
-pub fn kallsyms() -> Option<Vec<u8>> {
-    let data = fs::read("/proc/kallsyms").ok()?;
-    let first = data.split(|&b| b == b'\n').next()?;
-    let addr = first.split(|&b| b == b' ').next()?;
-    if addr.iter().all(|&b| b == b'0') {
+/// The lines of /proc/kallsyms that name the given kernel addresses: for each address, the
+/// symbol with the greatest start at or below it. Writing only these (instead of the whole
+/// table, megabytes on a desktop kernel) keeps recordings small; the host's lookup of an
+/// address then finds the same symbol it would in the full table.
+///
+/// Two streaming passes, so memory is one `u64` per kernel symbol, not the table's text.
+/// `None` when kallsyms is unreadable or hides addresses (kptr_restrict).
+pub fn kallsyms_for(addrs: &std::collections::HashSet<u64>) -> Option<Vec<u8>> {
+    use std::io::BufRead;
+    let open = || {
+        fs::File::open("/proc/kallsyms")
+            .ok()
+            .map(std::io::BufReader::new)
+    };
+    let parse = |line: &str| -> Option<u64> {
+        let mut it = line.split(' ');
+        let addr = u64::from_str_radix(it.next()?, 16).ok()?;
+        let kind = it.next()?;
+        matches!(kind, "t" | "T" | "w" | "W").then_some(addr)
+    };
+    let mut starts: Vec<u64> = open()?
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| parse(&l))
+        .collect();
+    if starts.iter().all(|&a| a == 0) {
         return None;
     }
-    Some(data)
+    starts.sort_unstable();
+    starts.dedup();
+    let mut needed = std::collections::HashSet::new();
+    for &a in addrs {
+        // Return addresses are looked up at address-1 on the host.
+        for a in [a, a.saturating_sub(1)] {
+            let i = starts.partition_point(|&s| s <= a);
+            if i > 0 {
+                needed.insert(starts[i - 1]);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for line in open()?.lines().map_while(Result::ok) {
+        if parse(&line).is_some_and(|a| needed.remove(&a)) {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    Some(out)
 }
 
 /// `uname` release and node name.

@@ -5,6 +5,7 @@
 //! Memory is bounded by the rings (fixed at start), the frame writer's buffer (closed early at
 //! 1 MiB) and the per-path identity cache.
 
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -48,7 +49,13 @@ struct Output {
     samples: u64,
     lost: u64,
     identities: Identities,
+    /// Distinct kernel addresses seen in call chains, for the kallsyms subset written at the end.
+    kernel_addrs: HashSet<u64>,
 }
+
+/// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
+/// beyond it stay unnamed rather than costing the board memory.
+const MAX_KERNEL_ADDRS: usize = 1 << 19;
 
 impl Output {
     fn push(&mut self, r: &Record) {
@@ -79,7 +86,14 @@ impl Output {
     /// Handles one decoded kernel record.
     fn record(&mut self, r: Record) {
         match r {
-            Record::Sample(_) => self.samples += 1,
+            Record::Sample(ref smp) => {
+                self.samples += 1;
+                for &a in &smp.kernel_chain {
+                    if self.kernel_addrs.len() < MAX_KERNEL_ADDRS {
+                        self.kernel_addrs.insert(a);
+                    }
+                }
+            }
             Record::Lost(ref l) => self.lost += l.count,
             _ => {}
         }
@@ -154,8 +168,8 @@ fn create_output(opts: &Options) -> Result<File, RecError> {
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))
 }
 
-/// Writes what the host needs besides the events: the vDSO image and kernel symbols.
-fn write_images(out: &mut Output, kernel: bool) {
+/// Writes the vDSO image, which the host cannot find on disk.
+fn write_vdso(out: &mut Output) {
     if let Some((addr, data)) = procfs::own_vdso() {
         out.push(&Record::Blob(Blob {
             name: "[vdso]".into(),
@@ -163,14 +177,20 @@ fn write_images(out: &mut Output, kernel: bool) {
             data,
         }));
     }
-    if kernel {
-        if let Some(data) = procfs::kallsyms() {
-            out.push(&Record::Blob(Blob {
-                name: "kallsyms".into(),
-                addr: 0,
-                data,
-            }));
-        }
+}
+
+/// Writes the kernel symbols that name the sampled kernel addresses. Done once at the end: a
+/// recording cut short by kill -9 or power loss shows kernel frames as addresses.
+fn write_kallsyms(out: &mut Output) {
+    if out.kernel_addrs.is_empty() {
+        return;
+    }
+    if let Some(data) = procfs::kallsyms_for(&out.kernel_addrs) {
+        out.push(&Record::Blob(Blob {
+            name: "kallsyms".into(),
+            addr: 0,
+            data,
+        }));
     }
 }
 
@@ -262,8 +282,9 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
         samples: 0,
         lost: 0,
         identities: Identities::default(),
+        kernel_addrs: HashSet::new(),
     };
-    write_images(&mut out, kernel);
+    write_vdso(&mut out);
     match (&opts.target, child.as_mut()) {
         (Target::Attach(pid), _) => {
             snapshot(&mut out, *pid);
@@ -333,6 +354,7 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
         }
     }
     drain(&mut events, &mut out, &mut scratch);
+    write_kallsyms(&mut out);
     let end = End {
         time: monotonic_ns(),
         exit_status: status.into(),
