@@ -16,6 +16,8 @@ pub enum RecError {
     NoPerf(io::Error),
     /// The output file cannot be written.
     Output(String, io::Error),
+    /// Writing stopped during the recording (e.g. a full disk); the file is valid up to there.
+    WriteFailed(String, io::Error),
     /// Any other I/O failure, with what was being done.
     Io(String, io::Error),
 }
@@ -38,6 +40,10 @@ impl fmt::Display for RecError {
                 "this kernel cannot sample ({e}): it needs CONFIG_PERF_EVENTS"
             ),
             RecError::Output(p, e) => write!(f, "cannot write {p}: {e}"),
+            RecError::WriteFailed(p, e) => write!(
+                f,
+                "cannot write {p}: {e}; recording stopped there, the file is valid up to its last flush"
+            ),
             RecError::Io(what, e) => write!(f, "{what}: {e}"),
         }
     }

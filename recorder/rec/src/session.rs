@@ -74,11 +74,9 @@ impl Output {
         }
     }
 
+    /// Stops writing after an I/O error (a full disk, a removed device); the application runs
+    /// on, and rec reports the failure when it ends.
     fn fail(&mut self, e: std::io::Error) {
-        eprintln!(
-            "rec: cannot write {}: {e}; recording stopped, the file is valid up to the last flush",
-            self.path
-        );
         self.writer = None;
         self.failed = Some(e);
     }
@@ -367,7 +365,7 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
         }
     }
     if let Some(e) = out.failed {
-        return Err(RecError::Output(out.path, e));
+        return Err(RecError::WriteFailed(out.path, e));
     }
     if out.lost > 0 {
         eprintln!(
