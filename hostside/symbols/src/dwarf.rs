@@ -1,0 +1,193 @@
+//! DWARF from a mapped debug file: builds an addr2line `Context` whose sections point into the
+//! map (uncompressed sections are not copied; compressed ones are inflated once, within a size
+//! limit), and turns an address into its inline chain.
+//!
+//! addr2line parses units lazily through interior mutability, so its `Context` is `Send` but not
+//! `Sync`; [`Dwarf`] keeps it behind a `Mutex`. A lookup holds the lock for microseconds once the
+//! unit is parsed.
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use object::{CompressionFormat, Object, ObjectSection};
+
+use crate::backing::{Backing, Bytes};
+use crate::demangle::demangle;
+use crate::error::Error;
+use crate::SymFrame;
+
+/// The reader type gimli parses with: a byte range of a mapped file.
+pub(crate) type Reader = gimli::EndianReader<gimli::RunTimeEndian, Bytes>;
+
+/// The largest size one compressed debug section may inflate to.
+pub(crate) const MAX_SECTION: u64 = 1 << 30;
+/// The most bytes all compressed debug sections of one file may inflate to together.
+pub(crate) const MAX_INFLATED_TOTAL: u64 = 2 << 30;
+/// More inline levels than any real program has; stops a crafted chain early.
+const MAX_FRAMES: usize = 64;
+
+/// A file's DWARF, ready for lookups from any thread.
+pub(crate) struct Dwarf {
+    context: Mutex<addr2line::Context<Reader>>,
+}
+
+impl Dwarf {
+    /// Loads the DWARF of `file` (parsed from `backing`), or `None` when it has no
+    /// `.debug_info`. Parses unit headers and address ranges now; the rest lazily.
+    pub(crate) fn load(
+        file: &object::File<'_>,
+        backing: &Arc<Backing>,
+        path: &Path,
+    ) -> Result<Option<Dwarf>, Error> {
+        let info_size = file.section_by_name(".debug_info").map_or(0, |s| s.size());
+        if info_size == 0 {
+            return Ok(None);
+        }
+        let endian = if file.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        };
+        let mut inflated = 0u64;
+        let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, Error> {
+            let bytes = section_bytes(file, backing, path, id.name(), &mut inflated)?;
+            Ok(gimli::EndianReader::new(bytes, endian))
+        })?;
+        // addr2line is a third-party parser fed hostile bytes: a panic in it (an arithmetic
+        // overflow check, say) loses this file's DWARF, not the whole run.
+        let context =
+            std::panic::catch_unwind(AssertUnwindSafe(|| addr2line::Context::from_dwarf(dwarf)))
+                .map_err(|_| Error::ParserPanic {
+                    path: path.to_path_buf(),
+                    parser: "addr2line",
+                })?
+                .map_err(|source| Error::Dwarf {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        Ok(Some(Dwarf {
+            context: Mutex::new(context),
+        }))
+    }
+
+    /// The inline chain at `svma`, innermost first, with demangled names. Empty when no unit
+    /// covers the address, or once a lookup has panicked inside addr2line (the poisoned lock
+    /// then turns this file's DWARF off).
+    pub(crate) fn frames(&self, svma: u64) -> Vec<SymFrame> {
+        // addr2line computes `probe + 1`.
+        if svma == u64::MAX {
+            return Vec::new();
+        }
+        // The guard lives inside the closure, so a panic poisons the lock on its way out.
+        let lookup = || {
+            self.context
+                .lock()
+                .map(|context| Self::frames_locked(&context, svma))
+                .unwrap_or_default()
+        };
+        std::panic::catch_unwind(AssertUnwindSafe(lookup)).unwrap_or_default()
+    }
+
+    fn frames_locked(context: &addr2line::Context<Reader>, svma: u64) -> Vec<SymFrame> {
+        let mut out = Vec::new();
+        let Ok(mut iter) = context.find_frames(svma).skip_all_loads() else {
+            return out;
+        };
+        while out.len() < MAX_FRAMES {
+            let frame = match iter.next() {
+                Ok(Some(frame)) => frame,
+                Ok(None) | Err(_) => break,
+            };
+            let function = frame
+                .function
+                .as_ref()
+                .and_then(|f| f.raw_name().ok())
+                .map(|n| demangle(&n));
+            let (file, line) = match frame.location {
+                Some(loc) => (loc.file.map(str::to_string), loc.line),
+                None => (None, None),
+            };
+            out.push(SymFrame {
+                function,
+                file,
+                line,
+            });
+        }
+        out
+    }
+}
+
+/// The bytes of section `name`: a range of the map when stored plainly, an inflated copy when
+/// compressed (`SHF_COMPRESSED` or `.zdebug_*`), empty when absent.
+fn section_bytes(
+    file: &object::File<'_>,
+    backing: &Arc<Backing>,
+    path: &Path,
+    name: &str,
+    inflated: &mut u64,
+) -> Result<Bytes, Error> {
+    let Some(section) = file.section_by_name(name) else {
+        return Ok(Bytes::empty());
+    };
+    let elf_err = |source| Error::Elf {
+        path: path.to_path_buf(),
+        source,
+    };
+    let compressed = section.compressed_data().map_err(elf_err)?;
+    if compressed.format == CompressionFormat::None {
+        return Ok(Bytes::within(backing, compressed.data).unwrap_or_else(Bytes::empty));
+    }
+    let size = compressed.uncompressed_size;
+    let too_large = |limit| Error::TooLarge {
+        path: path.to_path_buf(),
+        section: name.to_string(),
+        size,
+        limit,
+    };
+    if size > MAX_SECTION {
+        return Err(too_large(MAX_SECTION));
+    }
+    if inflated.saturating_add(size) > MAX_INFLATED_TOTAL {
+        return Err(too_large(MAX_INFLATED_TOTAL));
+    }
+    *inflated += size;
+    let data =
+        inflate(compressed.format, compressed.data, size).map_err(|message| Error::Decompress {
+            path: path.to_path_buf(),
+            section: name.to_string(),
+            message,
+        })?;
+    Ok(Bytes::whole(Arc::new(Backing::Owned(data))))
+}
+
+/// Inflates `data` into exactly `size` bytes: output past `size` is an error, never an
+/// allocation (the header's size is a claim of an untrusted file).
+fn inflate(format: CompressionFormat, data: &[u8], size: u64) -> Result<Vec<u8>, String> {
+    let size = usize::try_from(size).map_err(|_| "size does not fit in memory".to_string())?;
+    let out = match format {
+        CompressionFormat::Zlib => {
+            let mut out = Vec::new();
+            out.try_reserve_exact(size).map_err(|e| e.to_string())?;
+            // Writes only into the reserved capacity.
+            let status = flate2::Decompress::new(true)
+                .decompress_vec(data, &mut out, flate2::FlushDecompress::Finish)
+                .map_err(|e| e.to_string())?;
+            if status != flate2::Status::StreamEnd {
+                return Err("zlib stream longer than the stated size, or truncated".into());
+            }
+            out
+        }
+        CompressionFormat::Zstandard => {
+            zstd::bulk::decompress(data, size).map_err(|e| e.to_string())?
+        }
+        other => return Err(format!("unsupported compression {other:?}")),
+    };
+    if out.len() != size {
+        return Err(format!(
+            "inflated to {} bytes, the header says {size}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
