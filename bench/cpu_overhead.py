@@ -31,7 +31,7 @@ def main():
     rec = os.environ["CROSSPROF_REC"]
     tmp = tempfile.mkdtemp(prefix="crossprof-bench-")
     app = os.path.join(tmp, "cpu_split")
-    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", os.path.join(root, "tests/programs/cpu_split.c"), "-o", app], check=True)
+    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", os.path.join(root, "tests/programs/cpu_split.c"), "-o", app], check=True)
     subprocess.run(["strip", app], check=True)
     work = [app, str(a.rounds)]
     configs = {

@@ -7,7 +7,7 @@ scripts/build.sh
 . scripts/env.sh
 work="${DEMO_DIR:-$(mktemp -d -t crossprof-demo-XXXXXX)}"
 mkdir -p "$work/board" "$work/sysroot$work/board"
-gcc -O2 -g -fno-omit-frame-pointer -Wl,--build-id tests/programs/cpu_split.c -o "$work/sysroot$work/board/demo-app"
+gcc -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -Wl,--build-id tests/programs/cpu_split.c -o "$work/sysroot$work/board/demo-app"
 strip -o "$work/board/demo-app" "$work/sysroot$work/board/demo-app"
 echo "== rec --out $work/t.zst $work/board/demo-app   (stripped, as on a board)" >&2
 "$CROSSPROF_REC" --out "$work/t.zst" "$work/board/demo-app" 2000

@@ -40,7 +40,10 @@ pub struct SymbolArgs {
 impl SymbolArgs {
     /// The lookup these arguments describe.
     pub fn lookup(&self) -> crossprof_symbols::Lookup {
-        crossprof_symbols::Lookup { sysroot: self.sysroot.clone(), debug_dirs: self.debug_dirs.clone() }
+        crossprof_symbols::Lookup {
+            sysroot: self.sysroot.clone(),
+            debug_dirs: self.debug_dirs.clone(),
+        }
     }
 }
 
@@ -59,6 +62,7 @@ pub enum Command {
     Report {
         /// The recording.
         file: PathBuf,
+        /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
         /// Report CPU samples (the default).
@@ -81,6 +85,7 @@ pub enum Command {
     Flamegraph {
         /// The recording.
         file: PathBuf,
+        /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
         /// Draw a heap flame graph of this quantity instead of CPU samples.
@@ -97,6 +102,7 @@ pub enum Command {
     Export {
         /// The recording.
         file: PathBuf,
+        /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
         /// Output format.
@@ -112,6 +118,7 @@ pub enum Command {
         old: PathBuf,
         /// The recording to compare with it.
         new: PathBuf,
+        /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
         /// How many functions to list.

@@ -28,7 +28,15 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Report { file, symbols, cpu: _, heap, off_cpu, top, json } => {
+        Command::Report {
+            file,
+            symbols,
+            cpu: _,
+            heap,
+            off_cpu,
+            top,
+            json,
+        } => {
             let l = load_checked(&file, &symbols.lookup())?;
             if heap {
                 require_unimplemented(&l, "heap", l.has_heap, "rec --heap")?;
@@ -45,7 +53,13 @@ pub fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Flamegraph { file, symbols, heap, off_cpu, output } => {
+        Command::Flamegraph {
+            file,
+            symbols,
+            heap,
+            off_cpu,
+            output,
+        } => {
             let l = load_checked(&file, &symbols.lookup())?;
             if heap.is_some() {
                 require_unimplemented(&l, "heap", l.has_heap, "rec --heap")?;
@@ -59,7 +73,12 @@ pub fn run(cli: Cli) -> Result<()> {
             flame::svg(&folded, &title, "samples", out)?;
             Ok(())
         }
-        Command::Export { file, symbols, format, output } => {
+        Command::Export {
+            file,
+            symbols,
+            format,
+            output,
+        } => {
             let l = load_checked(&file, &symbols.lookup())?;
             match format {
                 ExportFormat::Collapsed => {
@@ -80,7 +99,13 @@ pub fn run(cli: Cli) -> Result<()> {
                 }
             }
         }
-        Command::Diff { old, new, symbols, top, json } => {
+        Command::Diff {
+            old,
+            new,
+            symbols,
+            top,
+            json,
+        } => {
             let lookup = symbols.lookup();
             let a = load_checked(&old, &lookup)?;
             let b = load_checked(&new, &lookup)?;
@@ -95,10 +120,24 @@ pub fn run(cli: Cli) -> Result<()> {
                 serde_json::to_writer_pretty(&mut out, &v)?;
                 writeln!(out)?;
             } else {
-                writeln!(out, "CPU diff: {} ({} samples) -> {} ({} samples)", old.display(), a.cpu.samples, new.display(), b.cpu.samples)?;
+                writeln!(
+                    out,
+                    "CPU diff: {} ({} samples) -> {} ({} samples)",
+                    old.display(),
+                    a.cpu.samples,
+                    new.display(),
+                    b.cpu.samples
+                )?;
                 writeln!(out, "{:>8} {:>8} {:>8}  function", "old%", "new%", "delta")?;
                 for r in rows.iter().take(top) {
-                    writeln!(out, "{:>7.1}% {:>7.1}% {:>+7.1}  {}", r.old_self_pct, r.new_self_pct, r.delta_self(), r.function)?;
+                    writeln!(
+                        out,
+                        "{:>7.1}% {:>7.1}% {:>+7.1}  {}",
+                        r.old_self_pct,
+                        r.new_self_pct,
+                        r.delta_self(),
+                        r.function
+                    )?;
                 }
             }
             Ok(())
@@ -109,7 +148,10 @@ pub fn run(cli: Cli) -> Result<()> {
 /// Heap and off-CPU analyses need records the file may not have; say which command makes them.
 fn require_unimplemented(l: &Loaded, what: &str, present: bool, how: &str) -> Result<()> {
     if !present {
-        bail!("{} holds no {what} events; record with `{how}`", l.recording.path().display());
+        bail!(
+            "{} holds no {what} events; record with `{how}`",
+            l.recording.path().display()
+        );
     }
     bail!("{what} analysis is not available in this version of hostside")
 }
@@ -155,10 +197,26 @@ fn report_json(l: &Loaded, top: usize) -> json::ReportJson {
                 .take(top)
                 .map(|f| {
                     let fr = cpu.table.get(f.frame);
-                    json::FunctionJson { function: fr.function.clone(), file: fr.file.clone(), line: fr.line, module: fr.module.clone(), self_samples: f.self_samples, total: f.total_samples }
+                    json::FunctionJson {
+                        function: fr.function.clone(),
+                        file: fr.file.clone(),
+                        line: fr.line,
+                        module: fr.module.clone(),
+                        self_samples: f.self_samples,
+                        total: f.total_samples,
+                    }
                 })
                 .collect(),
-            threads: cpu.threads.iter().map(|t| json::ThreadJson { pid: t.pid, tid: t.tid, comm: t.comm.clone(), samples: t.samples }).collect(),
+            threads: cpu
+                .threads
+                .iter()
+                .map(|t| json::ThreadJson {
+                    pid: t.pid,
+                    tid: t.tid,
+                    comm: t.comm.clone(),
+                    samples: t.samples,
+                })
+                .collect(),
         }),
         off_cpu: None,
         heap: None,

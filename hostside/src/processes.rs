@@ -11,6 +11,8 @@ use std::collections::HashMap;
 
 use crossprof_format::{Blob, Record};
 
+use crate::recording::Pass;
+
 /// A module (mapped file or in-memory image) as the board identified it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ModuleKey {
@@ -64,7 +66,7 @@ pub struct Processes {
 
 impl Processes {
     /// Builds the model from one pass over the records (samples are ignored).
-    pub fn build(records: &mut dyn FnMut(&mut dyn FnMut(Record))) -> Processes {
+    pub fn build(records: Pass<'_>) -> Processes {
         let mut p = Processes::default();
         let mut mmaps = Vec::new();
         records(&mut |r| match r {
@@ -74,10 +76,9 @@ impl Processes {
                 }
                 p.names.entry(c.tid).or_default().push((c.time, c.comm));
             }
-            Record::Fork(t) => {
-                if t.pid != t.ppid {
-                    p.parent.entry(t.pid).or_insert((t.ppid, t.time));
-                }
+            // A new process (not a thread): it runs its parent's image until it execs.
+            Record::Fork(t) if t.pid != t.ppid => {
+                p.parent.entry(t.pid).or_insert((t.ppid, t.time));
             }
             Record::Mmap(m) => mmaps.push(m),
             Record::Blob(b) if b.name == "[vdso]" => p.vdso = Some(b),
@@ -95,11 +96,16 @@ impl Processes {
             // Data-only mappings never hold code; anonymous memory has no file to symbolize
             // (JIT code is out of scope).
             let exec = m.prot & 4 != 0 || m.prot == 0;
-            let named = !m.path.is_empty() && (!m.path.starts_with('[') || m.path == "[vdso]") && !m.path.starts_with("//anon");
+            let named = !m.path.is_empty()
+                && (!m.path.starts_with('[') || m.path == "[vdso]")
+                && !m.path.starts_with("//anon");
             if !exec || !named || m.len == 0 {
                 continue;
             }
-            let key = ModuleKey { path: m.path, build_id: m.build_id };
+            let key = ModuleKey {
+                path: m.path,
+                build_id: m.build_id,
+            };
             let module = match p.module_index.get(&key) {
                 Some(&i) => i,
                 None => {
@@ -109,7 +115,12 @@ impl Processes {
                 }
             };
             let space = (m.pid, p.generation(m.pid, m.time));
-            p.spaces.entry(space).or_default().push(Mapping { start: m.start, end: m.start.saturating_add(m.len), pgoff: m.pgoff, module });
+            p.spaces.entry(space).or_default().push(Mapping {
+                start: m.start,
+                end: m.start.saturating_add(m.len),
+                pgoff: m.pgoff,
+                module,
+            });
         }
         p
     }
@@ -130,7 +141,10 @@ impl Processes {
             if let Some(maps) = self.spaces.get(&(pid, gen)) {
                 // The latest mapping wins where a region was mapped again.
                 if let Some(m) = maps.iter().rev().find(|m| m.start <= addr && addr < m.end) {
-                    return Some(Placed { module: m.module, file_offset: addr - m.start + m.pgoff });
+                    return Some(Placed {
+                        module: m.module,
+                        file_offset: addr - m.start + m.pgoff,
+                    });
                 }
             }
             if gen != 0 {

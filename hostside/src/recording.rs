@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use crossprof_format::{Header, Reader, Record, Summary};
 
+/// One pass over a recording's records: called with a consumer, it feeds every record to it.
+/// Analyses take a pass rather than the file, so tests and wrappers can add to the stream.
+pub type Pass<'a> = &'a mut dyn FnMut(&mut dyn FnMut(Record));
+
 /// An opened recording: its bytes and where they came from.
 pub struct Recording {
     path: PathBuf,
@@ -36,10 +40,20 @@ impl Recording {
     /// Maps `path` and validates that it starts with a crossprof header.
     pub fn open(path: &Path) -> Result<Recording> {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let len = file.metadata().with_context(|| format!("cannot stat {}", path.display()))?.len();
+        let len = file
+            .metadata()
+            .with_context(|| format!("cannot stat {}", path.display()))?
+            .len();
         // SAFETY: the mapping is read-only; a recording is not modified while hostside reads it
         // (rec only appends, and analysis happens after the copy from the board).
-        let data = if len == 0 { Data::Owned(Vec::new()) } else { Data::Mapped(unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?) };
+        let data = if len == 0 {
+            Data::Owned(Vec::new())
+        } else {
+            Data::Mapped(
+                unsafe { memmap2::Mmap::map(&file) }
+                    .with_context(|| format!("cannot map {}", path.display()))?,
+            )
+        };
         Self::new(path, data)
     }
 
@@ -49,8 +63,14 @@ impl Recording {
     }
 
     fn new(path: &Path, data: Data) -> Result<Recording> {
-        let header = Reader::new(data.bytes()).map(|r| r.header().clone()).with_context(|| format!("{}", path.display()))?;
-        Ok(Recording { path: path.to_path_buf(), data, header })
+        let header = Reader::new(data.bytes())
+            .map(|r| r.header().clone())
+            .with_context(|| format!("{}", path.display()))?;
+        Ok(Recording {
+            path: path.to_path_buf(),
+            data,
+            header,
+        })
     }
 
     /// The path it was opened from.

@@ -42,16 +42,33 @@ impl Resolver {
             .iter()
             .map(|m| {
                 if m.path == "[vdso]" {
-                    Located { match_kind: if processes.vdso.is_some() { MatchKind::BuildId } else { MatchKind::Missing }, image: None, debug_file: None }
+                    Located {
+                        match_kind: if processes.vdso.is_some() {
+                            MatchKind::BuildId
+                        } else {
+                            MatchKind::Missing
+                        },
+                        image: None,
+                        debug_file: None,
+                    }
                 } else {
                     lookup.locate(&m.path, &m.build_id)
                 }
             })
             .collect::<Vec<_>>();
         let loaded = processes.modules.iter().map(|_| OnceLock::new()).collect();
-        let vdso = processes.vdso.as_ref().and_then(|b| Module::from_bytes(b.data.clone()).ok());
+        let vdso = processes
+            .vdso
+            .as_ref()
+            .and_then(|b| Module::from_bytes(b.data.clone()).ok());
         let kallsyms = processes.kallsyms.as_deref().map(Kallsyms::parse);
-        Resolver { located, keys: processes.modules.clone(), loaded, vdso, kallsyms }
+        Resolver {
+            located,
+            keys: processes.modules.clone(),
+            loaded,
+            vdso,
+            kallsyms,
+        }
     }
 
     /// Every module with its lookup outcome.
@@ -72,18 +89,29 @@ impl Resolver {
             return self.vdso.as_ref();
         }
         let located = &self.located[idx];
-        if located.debug_file.is_none() || matches!(located.match_kind, MatchKind::Mismatch | MatchKind::Missing) {
+        if located.debug_file.is_none()
+            || matches!(located.match_kind, MatchKind::Mismatch | MatchKind::Missing)
+        {
             return None;
         }
-        self.loaded[idx].get_or_init(|| Module::load(located).map_err(|e| e.to_string())).as_ref().ok()
+        self.loaded[idx]
+            .get_or_init(|| Module::load(located).map_err(|e| e.to_string()))
+            .as_ref()
+            .ok()
     }
 
     /// Symbolizes each placed address once. `addrs` are lookup addresses (return addresses
     /// already moved back by one). The result maps each to its frames, innermost first.
-    pub fn resolve(&self, addrs: Vec<Placed>, table: &mut FrameTable) -> HashMap<Placed, Vec<FrameId>> {
+    pub fn resolve(
+        &self,
+        addrs: Vec<Placed>,
+        table: &mut FrameTable,
+    ) -> HashMap<Placed, Vec<FrameId>> {
         let bar = if addrs.len() > 20_000 {
             let bar = ProgressBar::new(addrs.len() as u64);
-            if let Ok(style) = ProgressStyle::with_template("resolving {bar:40} {pos}/{len} addresses ({eta})") {
+            if let Ok(style) =
+                ProgressStyle::with_template("resolving {bar:40} {pos}/{len} addresses ({eta})")
+            {
                 bar.set_style(style);
             }
             bar
@@ -99,13 +127,20 @@ impl Resolver {
             })
             .collect();
         bar.finish_and_clear();
-        resolved.into_iter().map(|(p, frames)| (p, frames.into_iter().map(|f| table.intern(f)).collect())).collect()
+        resolved
+            .into_iter()
+            .map(|(p, frames)| (p, frames.into_iter().map(|f| table.intern(f)).collect()))
+            .collect()
     }
 
     fn frames_at(&self, p: Placed) -> Vec<Frame> {
         let key = &self.keys[p.module];
         let found = self.module(p.module).and_then(|m| {
-            let svma = if key.path == "[vdso]" { m.offset_to_svma(p.file_offset).unwrap_or(p.file_offset) } else { m.offset_to_svma(p.file_offset)? };
+            let svma = if key.path == "[vdso]" {
+                m.offset_to_svma(p.file_offset).unwrap_or(p.file_offset)
+            } else {
+                m.offset_to_svma(p.file_offset)?
+            };
             let frames = m.frames(svma);
             (!frames.is_empty() && frames.iter().any(|f| f.function.is_some())).then_some(frames)
         });
@@ -113,22 +148,42 @@ impl Resolver {
             Some(frames) => frames
                 .into_iter()
                 .map(|f| Frame {
-                    function: f.function.unwrap_or_else(|| unknown_name(&key.path, p.file_offset)),
+                    function: f
+                        .function
+                        .unwrap_or_else(|| unknown_name(&key.path, p.file_offset)),
                     file: f.file,
                     line: f.line,
                     module: key.path.clone(),
                     symbolized: true,
                 })
                 .collect(),
-            None => vec![Frame { function: unknown_name(&key.path, p.file_offset), file: None, line: None, module: key.path.clone(), symbolized: false }],
+            None => vec![Frame {
+                function: unknown_name(&key.path, p.file_offset),
+                file: None,
+                line: None,
+                module: key.path.clone(),
+                symbolized: false,
+            }],
         }
     }
 
     /// A kernel address (already moved back by one for return addresses).
     pub fn kernel_frame(&self, addr: u64) -> Frame {
         match self.kallsyms.as_ref().and_then(|k| k.lookup(addr)) {
-            Some(name) => Frame { function: name.to_string(), file: None, line: None, module: KERNEL_MODULE.into(), symbolized: true },
-            None => Frame { function: format!("[kernel] {addr:#x}"), file: None, line: None, module: KERNEL_MODULE.into(), symbolized: false },
+            Some(name) => Frame {
+                function: name.to_string(),
+                file: None,
+                line: None,
+                module: KERNEL_MODULE.into(),
+                symbolized: true,
+            },
+            None => Frame {
+                function: format!("[kernel] {addr:#x}"),
+                file: None,
+                line: None,
+                module: KERNEL_MODULE.into(),
+                symbolized: false,
+            },
         }
     }
 }
@@ -141,5 +196,11 @@ fn unknown_name(path: &str, offset: u64) -> String {
 
 /// A frame for an address outside every known mapping.
 pub fn unmapped_frame(addr: u64) -> Frame {
-    Frame { function: format!("{addr:#x}"), file: None, line: None, module: "[unknown]".into(), symbolized: false }
+    Frame {
+        function: format!("{addr:#x}"),
+        file: None,
+        line: None,
+        module: "[unknown]".into(),
+        symbolized: false,
+    }
 }

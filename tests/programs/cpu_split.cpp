@@ -1,5 +1,7 @@
 // Ground truth for C++: work::Engine::hot_a does 3x the work of work::Engine::hot_b; the inner
-// step is an always-inlined helper that must show up as its own (inlined) frame.
+// step is an always-inlined helper that must show up as its own (inlined) frame. The volatile
+// local gives hot_a/hot_b a stack frame, so that gcc sets up the frame pointer the kernel's
+// call-chain walk needs (it omits it in leaf functions that use no stack).
 // Usage: cpu_split_cpp [ROUNDS]
 #include <cstdint>
 #include <cstdlib>
@@ -8,7 +10,8 @@ namespace work {
 
 static volatile std::uint64_t sink;
 
-static inline __attribute__((always_inline)) std::uint64_t mix(std::uint64_t x, long n) {
+static inline __attribute__((always_inline)) std::uint64_t mix(std::uint64_t seed, long n) {
+    volatile std::uint64_t x = seed;
     for (long i = 0; i < n; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL; // LINE:mix
     return x;
 }

@@ -1,31 +1,54 @@
 //! Ground truth for Rust: hot_a does 3x the work of hot_b, both called from main.
-//! Usage: cpu_split_rs [ROUNDS]
-use std::hint::black_box;
+//! Usage: cpu_split_rs [ROUNDS]   (0 = run until killed)
+//!
+//! The loops use only built-in operators (no iterator, `wrapping_*` or `black_box` calls), so
+//! that no inlined library function becomes the innermost frame: `self` samples land in
+//! hot_a/hot_b. An empty `asm!` (a macro, not a function) keeps the optimizer from folding
+//! the loop.
+//! Build with `-C opt-level=2` (no overflow checks) and `-C force-frame-pointers=yes`.
 
 const UNIT: u64 = 200_000;
+const MUL: u64 = 6364136223846793005;
+const ADD: u64 = 1442695040888963407;
+
+/// Hides `x` from the optimizer. A macro, so it leaves no frame of its own.
+macro_rules! opaque {
+    ($x:expr) => {
+        // SAFETY: an empty assembly block that only claims to read and write the register.
+        unsafe { core::arch::asm!("/* {0} */", inout(reg) *$x) }
+    };
+}
 
 #[inline(never)]
-fn hot_a(x: u64) -> u64 {
-    let mut x = x;
-    for _ in 0..3 * UNIT { x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407)); } // LINE:hot_a
+fn hot_a(mut x: u64) -> u64 {
+    let mut i = 0;
+    while i < 3 * UNIT {
+        x = x * MUL + ADD; // LINE:hot_a
+        opaque!(&mut x);
+        i += 1;
+    }
     x
 }
 
 #[inline(never)]
-fn hot_b(x: u64) -> u64 {
-    let mut x = x;
-    for _ in 0..UNIT { x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407)); } // LINE:hot_b
+fn hot_b(mut x: u64) -> u64 {
+    let mut i = 0;
+    while i < UNIT {
+        x = x * MUL + ADD; // LINE:hot_b
+        opaque!(&mut x);
+        i += 1;
+    }
     x
 }
 
 fn main() {
     let rounds: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
-    let mut x = 1u64;
+    let mut x = std::env::args().count() as u64;
     let mut r = 0;
     while rounds == 0 || r < rounds {
-        x = hot_a(x);
-        x = hot_b(x);
+        x = hot_a(x); // LINE:call_a
+        x = hot_b(x); // LINE:call_b
         r += 1;
     }
-    black_box(x);
+    std::process::exit((x & 1) as i32 * 0);
 }

@@ -12,20 +12,41 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+/// C/C++ flags for frame-pointer call chains: -O2 with frame pointers kept in every function.
+/// gcc omits them in leaf functions unless told otherwise, and the kernel's frame-pointer walk
+/// then skips the leaf's caller (perf has the same limit), so both flags are needed.
+pub const C_FP: &[&str] = &[
+    "-O2",
+    "-fno-omit-frame-pointer",
+    "-mno-omit-leaf-frame-pointer",
+];
+
 /// The repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 fn tool(var: &str, default: &str) -> PathBuf {
-    let p = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| root().join(default));
-    assert!(p.exists(), "{} not found; build it first with tests/run.sh (or set {var})", p.display());
+    let p = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(default));
+    assert!(
+        p.exists(),
+        "{} not found; build it first with tests/run.sh (or set {var})",
+        p.display()
+    );
     p
 }
 
 /// The `rec` under test.
 pub fn rec() -> PathBuf {
-    tool("CROSSPROF_REC", "target/x86_64-unknown-linux-musl/release/rec")
+    tool(
+        "CROSSPROF_REC",
+        "target/x86_64-unknown-linux-musl/release/rec",
+    )
 }
 
 /// The `hostside` under test.
@@ -36,7 +57,13 @@ pub fn hostside() -> PathBuf {
 /// A scratch directory that lives as long as the test process.
 pub fn scratch() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::Builder::new().prefix("crossprof-e2e-").tempdir().expect("temp dir")).path()
+    DIR.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("crossprof-e2e-")
+            .tempdir()
+            .expect("temp dir")
+    })
+    .path()
 }
 
 /// A ground-truth program as built for a test.
@@ -59,8 +86,14 @@ pub fn source(name: &str) -> PathBuf {
 }
 
 fn run_ok(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Builds `src` (C, C++ or Rust, by extension) into `<scratch>/<tag>/`, strips the board copy
@@ -75,17 +108,29 @@ pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
     let mut cmd = match source.extension().and_then(|e| e.to_str()) {
         Some("c") => {
             let mut c = Command::new("gcc");
-            c.args(["-g", "-Wl,--build-id", "-pthread"]).args(flags).arg(&source).arg("-o").arg(&built);
+            c.args(["-g", "-Wl,--build-id", "-pthread"])
+                .args(flags)
+                .arg(&source)
+                .arg("-o")
+                .arg(&built);
             c
         }
         Some("cpp") => {
             let mut c = Command::new("g++");
-            c.args(["-g", "-Wl,--build-id"]).args(flags).arg(&source).arg("-o").arg(&built);
+            c.args(["-g", "-Wl,--build-id"])
+                .args(flags)
+                .arg(&source)
+                .arg("-o")
+                .arg(&built);
             c
         }
         Some("rs") => {
             let mut c = Command::new("rustc");
-            c.args(["-g", "--edition", "2021", "-C", "link-arg=-Wl,--build-id"]).args(flags).arg(&source).arg("-o").arg(&built);
+            c.args(["-g", "--edition", "2021", "-C", "link-arg=-Wl,--build-id"])
+                .args(flags)
+                .arg(&source)
+                .arg("-o")
+                .arg(&built);
             c
         }
         other => panic!("unknown source type {other:?}"),
@@ -96,14 +141,22 @@ pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
     let unstripped = sysroot.join(board.strip_prefix("/").expect("absolute path"));
     std::fs::create_dir_all(unstripped.parent().expect("parent")).expect("mkdir");
     std::fs::copy(&built, &unstripped).expect("copy");
-    Program { board, unstripped, sysroot, source }
+    Program {
+        board,
+        unstripped,
+        sysroot,
+        source,
+    }
 }
 
 /// The line of the marker comment `LINE:<name>` in a source file.
 pub fn marker_line(source: &Path, name: &str) -> u32 {
     let text = std::fs::read_to_string(source).expect("read source");
     let needle = format!("LINE:{name}");
-    let idx = text.lines().position(|l| l.contains(&needle)).unwrap_or_else(|| panic!("no marker {needle} in {}", source.display()));
+    let idx = text
+        .lines()
+        .position(|l| l.contains(&needle))
+        .unwrap_or_else(|| panic!("no marker {needle} in {}", source.display()));
     idx as u32 + 1
 }
 
@@ -119,13 +172,26 @@ pub fn record(out: &Path, extra: &[&str], cmd: &[&str]) {
     args.push("--");
     args.extend_from_slice(cmd);
     let o = run_rec(&args);
-    assert!(o.status.success(), "rec {args:?} failed ({:?}):\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "rec {args:?} failed ({:?}):\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Runs `hostside` with `args`, asserting success, and returns stdout.
 pub fn hostside_ok(args: &[&str]) -> String {
-    let o = Command::new(hostside()).args(args).output().expect("run hostside");
-    assert!(o.status.success(), "hostside {args:?} failed ({:?}):\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(hostside())
+        .args(args)
+        .output()
+        .expect("run hostside");
+    assert!(
+        o.status.success(),
+        "hostside {args:?} failed ({:?}):\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).expect("utf-8 output")
 }
 
@@ -145,12 +211,17 @@ pub fn report_json(recording: &Path, sysroot: Option<&Path>) -> Value {
 
 /// The function row whose name contains `needle`, if any.
 pub fn function<'a>(report: &'a Value, needle: &str) -> Option<&'a Value> {
-    report["cpu"]["functions"].as_array()?.iter().find(|f| f["function"].as_str().is_some_and(|n| n.contains(needle)))
+    report["cpu"]["functions"]
+        .as_array()?
+        .iter()
+        .find(|f| f["function"].as_str().is_some_and(|n| n.contains(needle)))
 }
 
 /// `self` or `total` of the function named like `needle` (0 when absent).
 pub fn count(report: &Value, needle: &str, field: &str) -> u64 {
-    function(report, needle).and_then(|f| f[field].as_u64()).unwrap_or(0)
+    function(report, needle)
+        .and_then(|f| f[field].as_u64())
+        .unwrap_or(0)
 }
 
 /// Share of `a` in `a + b`, percent.

@@ -24,7 +24,7 @@ struct Finished {
 fn finished() -> &'static Finished {
     static F: OnceLock<Finished> = OnceLock::new();
     F.get_or_init(|| {
-        let program = build("cpu_split.c", "power", &["-O2", "-fno-omit-frame-pointer"]);
+        let program = build("cpu_split.c", "power", C_FP);
         let out = scratch().join("power.zst");
         // About 10 seconds of work (one round is about 1 ms here).
         record(&out, &[], &[program.board.to_str().unwrap(), "10000"]);
@@ -46,13 +46,25 @@ fn finished() -> &'static Finished {
         }
         frame_ends.push((last_end as usize, samples));
         assert!(r.summary().complete);
-        assert!(frame_ends.len() >= 10, "a 10 s recording flushed only {} frames", frame_ends.len());
-        Finished { bytes, frame_ends, program }
+        assert!(
+            frame_ends.len() >= 10,
+            "a 10 s recording flushed only {} frames",
+            frame_ends.len()
+        );
+        Finished {
+            bytes,
+            frame_ends,
+            program,
+        }
     })
 }
 
 fn expected_samples(f: &Finished, cut: usize) -> u64 {
-    f.frame_ends.iter().take_while(|(end, _)| *end <= cut).last().map_or(0, |(_, n)| *n)
+    f.frame_ends
+        .iter()
+        .take_while(|(end, _)| *end <= cut)
+        .last()
+        .map_or(0, |(_, n)| *n)
 }
 
 fn reader_samples(data: &[u8]) -> Option<u64> {
@@ -73,7 +85,10 @@ fn full_report(data: Vec<u8>, lookup: &Lookup) -> Option<u64> {
     let i = info::collect(&rec);
     let mut sink = Vec::new();
     info::print(&mut sink, &i).unwrap();
-    let l = analyze(Recording::from_bytes(Path::new("cut.zst"), data).ok()?, lookup);
+    let l = analyze(
+        Recording::from_bytes(Path::new("cut.zst"), data).ok()?,
+        lookup,
+    );
     text::cpu_report(&mut sink, &l, 10).unwrap();
     assert_eq!(i.records.get("sample").copied().unwrap_or(0), l.cpu.samples);
     Some(l.cpu.samples)
@@ -86,28 +101,48 @@ fn every_cut_in_the_last_64k_recovers_every_complete_frame() {
     let header_end = f.frame_ends[0].0;
     for cut in start..=f.bytes.len() {
         if cut < header_end {
-            assert_eq!(reader_samples(&f.bytes[..cut]), None, "a cut inside the header frame leaves no recording");
+            assert_eq!(
+                reader_samples(&f.bytes[..cut]),
+                None,
+                "a cut inside the header frame leaves no recording"
+            );
             continue;
         }
-        let got = reader_samples(&f.bytes[..cut]).unwrap_or_else(|| panic!("prefix of {cut} bytes unreadable"));
+        let got = reader_samples(&f.bytes[..cut])
+            .unwrap_or_else(|| panic!("prefix of {cut} bytes unreadable"));
         assert_eq!(got, expected_samples(f, cut), "cut at {cut}");
         let rec = Recording::from_bytes(Path::new("cut.zst"), f.bytes[..cut].to_vec()).unwrap();
         let i = info::collect(&rec);
         assert_eq!(i.complete, cut == f.bytes.len(), "cut at {cut}");
-        let whole = f.frame_ends.iter().take_while(|(end, _)| *end <= cut).last().map_or(0, |(e, _)| *e);
+        let whole = f
+            .frame_ends
+            .iter()
+            .take_while(|(end, _)| *end <= cut)
+            .last()
+            .map_or(0, |(e, _)| *e);
         assert_eq!(i.bytes_discarded as usize, cut - whole, "cut at {cut}");
     }
     // The whole analysis on a sample of those cuts (symbolizing each one is slower).
-    let lookup = Lookup { sysroot: Some(f.program.sysroot.clone()), debug_dirs: vec![] };
+    let lookup = Lookup {
+        sysroot: Some(f.program.sysroot.clone()),
+        debug_dirs: vec![],
+    };
     for cut in (start.max(header_end)..=f.bytes.len()).step_by(509) {
-        assert_eq!(full_report(f.bytes[..cut].to_vec(), &lookup), Some(expected_samples(f, cut)), "cut at {cut}");
+        assert_eq!(
+            full_report(f.bytes[..cut].to_vec(), &lookup),
+            Some(expected_samples(f, cut)),
+            "cut at {cut}"
+        );
     }
 }
 
 #[test]
 fn random_cuts_anywhere_recover_every_complete_frame() {
     let f = finished();
-    let lookup = Lookup { sysroot: Some(f.program.sysroot.clone()), debug_dirs: vec![] };
+    let lookup = Lookup {
+        sysroot: Some(f.program.sysroot.clone()),
+        debug_dirs: vec![],
+    };
     let header_end = f.frame_ends[0].0;
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     for i in 0..1000 {
@@ -117,12 +152,18 @@ fn random_cuts_anywhere_recover_every_complete_frame() {
         let cut = (rng % f.bytes.len() as u64) as usize;
         let got = reader_samples(&f.bytes[..cut]);
         if cut < header_end {
-            assert_eq!(got, None, "a cut inside the header frame leaves no recording");
+            assert_eq!(
+                got, None,
+                "a cut inside the header frame leaves no recording"
+            );
             continue;
         }
         assert_eq!(got, Some(expected_samples(f, cut)), "cut at {cut}");
         if i % 10 == 0 {
-            assert_eq!(full_report(f.bytes[..cut].to_vec(), &lookup), Some(expected_samples(f, cut)));
+            assert_eq!(
+                full_report(f.bytes[..cut].to_vec(), &lookup),
+                Some(expected_samples(f, cut))
+            );
         }
     }
 }
@@ -130,7 +171,10 @@ fn random_cuts_anywhere_recover_every_complete_frame() {
 #[test]
 fn bit_flips_never_panic_and_never_invent_samples() {
     let f = finished();
-    let lookup = Lookup { sysroot: Some(f.program.sysroot.clone()), debug_dirs: vec![] };
+    let lookup = Lookup {
+        sysroot: Some(f.program.sysroot.clone()),
+        debug_dirs: vec![],
+    };
     let total = *f.frame_ends.last().map(|(_, n)| n).unwrap();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     for i in 0..1000 {
@@ -143,7 +187,11 @@ fn bit_flips_never_panic_and_never_invent_samples() {
         // A flipped frame fails its checksum: only the frames before it come back.
         if let Some(n) = reader_samples(&d) {
             assert!(n <= total);
-            assert!(n >= expected_samples(f, bit / 8), "flip at byte {} lost intact frames before it", bit / 8);
+            assert!(
+                n >= expected_samples(f, bit / 8),
+                "flip at byte {} lost intact frames before it",
+                bit / 8
+            );
         }
         if i % 20 == 0 {
             full_report(d, &lookup);
@@ -159,9 +207,13 @@ fn hostside_binary_reports_a_torn_file_as_incomplete() {
     std::fs::write(&path, &f.bytes[..cut]).unwrap();
     let text = hostside_ok(&["info", path.to_str().unwrap()]);
     assert!(text.contains("INCOMPLETE"), "{text}");
-    let j: serde_json::Value = serde_json::from_str(&hostside_ok(&["report", "--json", path.to_str().unwrap()])).unwrap();
+    let j: serde_json::Value =
+        serde_json::from_str(&hostside_ok(&["report", "--json", path.to_str().unwrap()])).unwrap();
     assert_eq!(j["recording"]["complete"], false);
-    assert_eq!(j["recording"]["bytes_discarded"].as_u64(), Some((cut - f.frame_ends[f.frame_ends.len() - 2].0) as u64));
+    assert_eq!(
+        j["recording"]["bytes_discarded"].as_u64(),
+        Some((cut - f.frame_ends[f.frame_ends.len() - 2].0) as u64)
+    );
 }
 
 fn pids_of(path: &Path) -> Vec<u32> {
@@ -178,9 +230,16 @@ fn pids_of(path: &Path) -> Vec<u32> {
 
 #[test]
 fn kill_9_of_rec_keeps_everything_synced_before_it() {
-    let p = build("cpu_split.c", "kill9", &["-O2", "-fno-omit-frame-pointer"]);
+    let p = build("cpu_split.c", "kill9", C_FP);
     let out: PathBuf = scratch().join("kill9.zst");
-    let mut rec = Command::new(rec()).arg("--out").arg(&out).arg("--").arg(&p.board).arg("0").spawn().unwrap();
+    let mut rec = Command::new(rec())
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .arg(&p.board)
+        .arg("0")
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_secs(5));
     rec.kill().unwrap(); // SIGKILL
     rec.wait().unwrap();
@@ -191,7 +250,14 @@ fn kill_9_of_rec_keeps_everything_synced_before_it() {
     let n = reader_samples(&bytes).expect("file readable after kill -9");
     // At most one flush interval (1 s) is lost: 5 s at 999 Hz minus start-up and that second.
     assert!(n >= 3000, "only {n} samples survived");
-    let j: serde_json::Value = serde_json::from_str(&hostside_ok(&["report", "--json", "--sysroot", p.sysroot.to_str().unwrap(), out.to_str().unwrap()])).unwrap();
+    let j: serde_json::Value = serde_json::from_str(&hostside_ok(&[
+        "report",
+        "--json",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]))
+    .unwrap();
     assert_eq!(j["recording"]["complete"], false);
     assert_eq!(j["cpu"]["samples"].as_u64(), Some(n));
     let (a, b) = (count(&j, "hot_a", "self"), count(&j, "hot_b", "self"));

@@ -10,6 +10,7 @@ use crossprof_format::Record;
 
 use crate::frames::{FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
+use crate::recording::Pass;
 use crate::resolve::{unmapped_frame, Resolver};
 
 /// One distinct symbolized stack and how often it was sampled.
@@ -83,7 +84,7 @@ fn lookup_addr(i: usize, addr: u64) -> u64 {
 }
 
 /// Streams the samples of a recording and builds the profile.
-pub fn analyze(records: &mut dyn FnMut(&mut dyn FnMut(Record)), processes: &Processes, resolver: &Resolver) -> CpuProfile {
+pub fn analyze(records: Pass<'_>, processes: &Processes, resolver: &Resolver) -> CpuProfile {
     let mut raw: HashMap<RawStack, u64> = HashMap::new();
     let mut samples = 0u64;
     let mut last_time: HashMap<u32, u64> = HashMap::new();
@@ -97,7 +98,13 @@ pub fn analyze(records: &mut dyn FnMut(&mut dyn FnMut(Record)), processes: &Proc
             });
             last_time.insert(s.tid, s.time);
             let space = (s.pid, processes.generation(s.pid, s.time));
-            *raw.entry(RawStack { space, tid: s.tid, kernel: s.kernel_chain, user: s.user_chain }).or_default() += 1;
+            *raw.entry(RawStack {
+                space,
+                tid: s.tid,
+                kernel: s.kernel_chain,
+                user: s.user_chain,
+            })
+            .or_default() += 1;
         }
     });
 
@@ -126,7 +133,9 @@ pub fn analyze(records: &mut dyn FnMut(&mut dyn FnMut(Record)), processes: &Proc
         let mut frames = Vec::with_capacity(st.kernel.len() + st.user.len());
         for (i, &a) in st.kernel.iter().enumerate() {
             let la = lookup_addr(i, a);
-            let id = *kernel_cache.entry(la).or_insert_with(|| table.intern(resolver.kernel_frame(la)));
+            let id = *kernel_cache
+                .entry(la)
+                .or_insert_with(|| table.intern(resolver.kernel_frame(la)));
             frames.push(id);
         }
         for (i, &a) in st.user.iter().enumerate() {
@@ -136,11 +145,22 @@ pub fn analyze(records: &mut dyn FnMut(&mut dyn FnMut(Record)), processes: &Proc
                 None => frames.push(table.intern(unmapped_frame(a))),
             }
         }
-        unsymbolized_frames += count * frames.iter().filter(|&&f| !table.get(f).symbolized).count() as u64;
-        stacks.push(Stack { pid: st.space.0, tid: st.tid, frames, count });
+        unsymbolized_frames +=
+            count * frames.iter().filter(|&&f| !table.get(f).symbolized).count() as u64;
+        stacks.push(Stack {
+            pid: st.space.0,
+            tid: st.tid,
+            frames,
+            count,
+        });
     }
     // Deterministic order: by count, then by frames.
-    stacks.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.frames.cmp(&b.frames)).then(a.tid.cmp(&b.tid)));
+    stacks.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.frames.cmp(&b.frames))
+            .then(a.tid.cmp(&b.tid))
+    });
 
     let functions = functions(&stacks, &table);
 
@@ -150,11 +170,31 @@ pub fn analyze(records: &mut dyn FnMut(&mut dyn FnMut(Record)), processes: &Proc
     }
     let mut threads: Vec<ThreadRow> = per_thread
         .into_iter()
-        .map(|((pid, tid), samples)| ThreadRow { pid, tid, comm: processes.name(tid, last_time.get(&tid).copied().unwrap_or(u64::MAX)).to_string(), samples })
+        .map(|((pid, tid), samples)| ThreadRow {
+            pid,
+            tid,
+            comm: processes
+                .name(tid, last_time.get(&tid).copied().unwrap_or(u64::MAX))
+                .to_string(),
+            samples,
+        })
         .collect();
-    threads.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)).then(a.tid.cmp(&b.tid)));
+    threads.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then(a.pid.cmp(&b.pid))
+            .then(a.tid.cmp(&b.tid))
+    });
 
-    CpuProfile { table, stacks, functions, threads, samples, unsymbolized_frames, time_range }
+    CpuProfile {
+        table,
+        stacks,
+        functions,
+        threads,
+        samples,
+        unsymbolized_frames,
+        time_range,
+    }
 }
 
 /// Sums self and total per function (name + module). The representative frame is the
@@ -171,7 +211,11 @@ fn functions(stacks: &[Stack], table: &FrameTable) -> Vec<FunctionRow> {
         for (depth, &id) in s.frames.iter().enumerate() {
             let f = table.get(id);
             let key = (f.function.as_str(), f.module.as_str());
-            let a = acc.entry(key).or_insert_with(|| Acc { self_samples: 0, total: 0, locations: HashMap::new() });
+            let a = acc.entry(key).or_insert_with(|| Acc {
+                self_samples: 0,
+                total: 0,
+                locations: HashMap::new(),
+            });
             *a.locations.entry(id).or_default() += s.count;
             if depth == 0 {
                 a.self_samples += s.count;
@@ -184,15 +228,29 @@ fn functions(stacks: &[Stack], table: &FrameTable) -> Vec<FunctionRow> {
     let mut rows: Vec<FunctionRow> = acc
         .into_values()
         .map(|a| {
-            let frame = a.locations.iter().max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0))).map(|(&id, _)| id).unwrap_or(0);
-            FunctionRow { frame, self_samples: a.self_samples, total_samples: a.total }
+            let frame = a
+                .locations
+                .iter()
+                .max_by(|x, y| x.1.cmp(y.1).then(y.0.cmp(x.0)))
+                .map(|(&id, _)| id)
+                .unwrap_or(0);
+            FunctionRow {
+                frame,
+                self_samples: a.self_samples,
+                total_samples: a.total,
+            }
         })
         .collect();
     rows.sort_by(|a, b| {
         b.self_samples
             .cmp(&a.self_samples)
             .then(b.total_samples.cmp(&a.total_samples))
-            .then_with(|| table.get(a.frame).function.cmp(&table.get(b.frame).function))
+            .then_with(|| {
+                table
+                    .get(a.frame)
+                    .function
+                    .cmp(&table.get(b.frame).function)
+            })
     });
     rows
 }
@@ -210,13 +268,22 @@ impl CpuProfile {
             }
             *folded.entry(line).or_default() += s.count;
         }
-        let mut lines: Vec<String> = folded.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let mut lines: Vec<String> = folded
+            .into_iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         lines.sort();
         lines
     }
 
     /// The most common caller chains (outward from `function`, up to `depth` frames) of a function.
-    pub fn callers(&self, function: &str, module: &str, depth: usize, limit: usize) -> Vec<(Vec<FrameId>, u64)> {
+    pub fn callers(
+        &self,
+        function: &str,
+        module: &str,
+        depth: usize,
+        limit: usize,
+    ) -> Vec<(Vec<FrameId>, u64)> {
         let mut chains: HashMap<Vec<FrameId>, u64> = HashMap::new();
         for s in &self.stacks {
             let pos = s.frames.iter().position(|&id| {
@@ -224,7 +291,11 @@ impl CpuProfile {
                 f.function == function && f.module == module
             });
             if let Some(pos) = pos {
-                let chain = s.frames[pos..].iter().take(depth).copied().collect::<Vec<_>>();
+                let chain = s.frames[pos..]
+                    .iter()
+                    .take(depth)
+                    .copied()
+                    .collect::<Vec<_>>();
                 *chains.entry(chain).or_default() += s.count;
             }
         }

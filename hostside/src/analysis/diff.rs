@@ -36,15 +36,20 @@ pub fn diff(old: &CpuProfile, new: &CpuProfile) -> Vec<DiffRow> {
         let n = p.samples.max(1) as f64;
         for f in &p.functions {
             let fr = p.table.get(f.frame);
-            let row = rows.entry((fr.function.clone(), fr.module.clone())).or_insert_with(|| DiffRow {
-                function: fr.function.clone(),
-                module: fr.module.clone(),
-                old_self_pct: 0.0,
-                new_self_pct: 0.0,
-                old_total_pct: 0.0,
-                new_total_pct: 0.0,
-            });
-            let (s, t) = (100.0 * f.self_samples as f64 / n, 100.0 * f.total_samples as f64 / n);
+            let row = rows
+                .entry((fr.function.clone(), fr.module.clone()))
+                .or_insert_with(|| DiffRow {
+                    function: fr.function.clone(),
+                    module: fr.module.clone(),
+                    old_self_pct: 0.0,
+                    new_self_pct: 0.0,
+                    old_total_pct: 0.0,
+                    new_total_pct: 0.0,
+                });
+            let (s, t) = (
+                100.0 * f.self_samples as f64 / n,
+                100.0 * f.total_samples as f64 / n,
+            );
             if is_new {
                 row.new_self_pct = s;
                 row.new_total_pct = t;
@@ -55,6 +60,11 @@ pub fn diff(old: &CpuProfile, new: &CpuProfile) -> Vec<DiffRow> {
         }
     }
     let mut v: Vec<DiffRow> = rows.into_values().collect();
-    v.sort_by(|a, b| b.delta_self().abs().total_cmp(&a.delta_self().abs()).then_with(|| a.function.cmp(&b.function)));
+    v.sort_by(|a, b| {
+        b.delta_self()
+            .abs()
+            .total_cmp(&a.delta_self().abs())
+            .then_with(|| a.function.cmp(&b.function))
+    });
     v
 }

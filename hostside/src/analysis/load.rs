@@ -62,12 +62,26 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
         });
     });
     let resolver = Resolver::new(&processes, lookup);
-    let cpu = cpu::analyze(&mut |f| {
-        recording.for_each(f);
-    }, &processes, &resolver);
+    let cpu = cpu::analyze(
+        &mut |f| {
+            recording.for_each(f);
+        },
+        &processes,
+        &resolver,
+    );
     let start = recording.header().start_clock_ns;
     let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
-    Loaded { recording, summary, processes, resolver, cpu, lost_samples, duration_ns, has_heap, has_switches }
+    Loaded {
+        recording,
+        summary,
+        processes,
+        resolver,
+        cpu,
+        lost_samples,
+        duration_ns,
+        has_heap,
+        has_switches,
+    }
 }
 
 /// Loads a recording and refuses an architecture this hostside does not know, with a message
@@ -75,7 +89,11 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
 pub fn load_checked(path: &Path, lookup: &Lookup) -> Result<Loaded> {
     let l = load(path, lookup)?;
     if crossprof_format::Arch::from_name(&l.recording.header().arch).is_none() {
-        bail!("{}: unknown target architecture {:?}", path.display(), l.recording.header().arch);
+        bail!(
+            "{}: unknown target architecture {:?}",
+            path.display(),
+            l.recording.header().arch
+        );
     }
     Ok(l)
 }

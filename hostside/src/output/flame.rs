@@ -12,7 +12,9 @@ pub fn svg(folded: &[String], title: &str, count_name: &str, out: impl Write) ->
     if folded.is_empty() {
         // inferno refuses empty input; an empty graph with a clear title is more useful.
         let empty = ["(no samples) 1".to_string()];
-        return inferno::flamegraph::from_lines(&mut opts, empty.iter().map(|s| s.as_str()), out).context("cannot write flame graph");
+        return inferno::flamegraph::from_lines(&mut opts, empty.iter().map(|s| s.as_str()), out)
+            .context("cannot write flame graph");
     }
-    inferno::flamegraph::from_lines(&mut opts, folded.iter().map(|s| s.as_str()), out).context("cannot write flame graph")
+    inferno::flamegraph::from_lines(&mut opts, folded.iter().map(|s| s.as_str()), out)
+        .context("cannot write flame graph")
 }

@@ -154,27 +154,59 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Prints `info` for people.
 pub fn print(out: &mut dyn Write, i: &Info) -> io::Result<()> {
     writeln!(out, "file          {}", i.path)?;
-    writeln!(out, "format        version {}, written by rec {}", i.format_version, i.rec_version)?;
-    writeln!(out, "board         {} ({}, {}-bit, {}-endian, {} B pages), kernel {}", i.hostname, i.arch, i.pointer_size as u32 * 8, if i.big_endian { "big" } else { "little" }, i.page_size, i.kernel_release)?;
+    writeln!(
+        out,
+        "format        version {}, written by rec {}",
+        i.format_version, i.rec_version
+    )?;
+    writeln!(
+        out,
+        "board         {} ({}, {}-bit, {}-endian, {} B pages), kernel {}",
+        i.hostname,
+        i.arch,
+        i.pointer_size as u32 * 8,
+        if i.big_endian { "big" } else { "little" },
+        i.page_size,
+        i.kernel_release
+    )?;
     writeln!(out, "command       {}", i.command.join(" "))?;
-    writeln!(out, "sampling      {} at {} Hz, call graphs: {}", i.event, i.sample_freq, i.call_graph)?;
+    writeln!(
+        out,
+        "sampling      {} at {} Hz, call graphs: {}",
+        i.event, i.sample_freq, i.call_graph
+    )?;
     let state = if i.complete {
         match i.exit_status {
             Some(s) => format!("complete (application exit status {s})"),
             None => "complete".into(),
         }
     } else {
-        format!("INCOMPLETE: {} ({} bytes discarded)", i.damage.as_deref().unwrap_or("no end record; recording was cut off"), i.bytes_discarded)
+        format!(
+            "INCOMPLETE: {} ({} bytes discarded)",
+            i.damage
+                .as_deref()
+                .unwrap_or("no end record; recording was cut off"),
+            i.bytes_discarded
+        )
     };
     writeln!(out, "state         {state}")?;
     writeln!(out, "frames        {} ({} bytes)", i.frames, i.bytes_read)?;
-    writeln!(out, "tasks         {} processes, {} threads", i.processes, i.threads)?;
+    writeln!(
+        out,
+        "tasks         {} processes, {} threads",
+        i.processes, i.threads
+    )?;
     writeln!(out, "lost samples  {}", i.lost_samples)?;
     let recs: Vec<String> = i.records.iter().map(|(k, v)| format!("{k}={v}")).collect();
     writeln!(out, "records       {}", recs.join(" "))?;
     writeln!(out, "modules")?;
     for (path, id) in &i.modules {
-        writeln!(out, "  {} {}", if id.is_empty() { "(no build-id)" } else { id }, path)?;
+        writeln!(
+            out,
+            "  {} {}",
+            if id.is_empty() { "(no build-id)" } else { id },
+            path
+        )?;
     }
     Ok(())
 }

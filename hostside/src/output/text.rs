@@ -34,22 +34,72 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
     let cpu = &l.cpu;
     writeln!(out, "crossprof report: {}", l.recording.path().display())?;
     writeln!(out, "  command   {}", h.command.join(" "))?;
-    writeln!(out, "  board     {} ({}), kernel {}, {} Hz {} call graphs", h.hostname, h.arch, h.kernel_release, h.sample_freq, h.call_graph)?;
-    let state = if l.summary.complete { "complete".to_string() } else { format!("INCOMPLETE ({} bytes discarded at the end)", l.summary.bytes_discarded) };
-    writeln!(out, "  recording {:.2} s, {} samples, {} lost, {} frames, {state}", l.duration_ns as f64 / 1e9, cpu.samples, l.lost_samples, l.summary.frames)?;
+    writeln!(
+        out,
+        "  board     {} ({}), kernel {}, {} Hz {} call graphs",
+        h.hostname, h.arch, h.kernel_release, h.sample_freq, h.call_graph
+    )?;
+    let state = if l.summary.complete {
+        "complete".to_string()
+    } else {
+        format!(
+            "INCOMPLETE ({} bytes discarded at the end)",
+            l.summary.bytes_discarded
+        )
+    };
+    writeln!(
+        out,
+        "  recording {:.2} s, {} samples, {} lost, {} frames, {state}",
+        l.duration_ns as f64 / 1e9,
+        cpu.samples,
+        l.lost_samples,
+        l.summary.frames
+    )?;
     let modules = l.resolver.modules();
     let count = |k: MatchKind| modules.iter().filter(|m| m.located.match_kind == k).count();
-    writeln!(out, "  modules   {} ({} by build-id, {} by path only, {} missing, {} mismatched)", modules.len(), count(MatchKind::BuildId), count(MatchKind::PathOnly), count(MatchKind::Missing), count(MatchKind::Mismatch))?;
-    for m in modules.iter().filter(|m| matches!(m.located.match_kind, MatchKind::Mismatch | MatchKind::Missing)) {
-        writeln!(out, "            {}: {}", m.located.match_kind.as_str(), m.key.path)?;
+    writeln!(
+        out,
+        "  modules   {} ({} by build-id, {} by path only, {} missing, {} mismatched)",
+        modules.len(),
+        count(MatchKind::BuildId),
+        count(MatchKind::PathOnly),
+        count(MatchKind::Missing),
+        count(MatchKind::Mismatch)
+    )?;
+    for m in modules.iter().filter(|m| {
+        matches!(
+            m.located.match_kind,
+            MatchKind::Mismatch | MatchKind::Missing
+        )
+    }) {
+        writeln!(
+            out,
+            "            {}: {}",
+            m.located.match_kind.as_str(),
+            m.key.path
+        )?;
     }
     if cpu.samples == 0 {
         writeln!(out, "\nNo CPU samples in this recording.")?;
         return Ok(());
     }
-    let unsym = pct(cpu.unsymbolized_frames, cpu.stacks.iter().map(|s| s.count * s.frames.len() as u64).sum());
-    writeln!(out, "\nTop functions ({} samples; {unsym:.1}% of frames unsymbolized)", cpu.samples)?;
-    writeln!(out, "{:>7} {:>8} {:>7} {:>8}  {:<40} {:<24} module", "self%", "self", "total%", "total", "function", "location")?;
+    let unsym = pct(
+        cpu.unsymbolized_frames,
+        cpu.stacks
+            .iter()
+            .map(|s| s.count * s.frames.len() as u64)
+            .sum(),
+    );
+    writeln!(
+        out,
+        "\nTop functions ({} samples; {unsym:.1}% of frames unsymbolized)",
+        cpu.samples
+    )?;
+    writeln!(
+        out,
+        "{:>7} {:>8} {:>7} {:>8}  {:<40} {:<24} module",
+        "self%", "self", "total%", "total", "function", "location"
+    )?;
     for f in cpu.functions.iter().take(top) {
         let fr = cpu.table.get(f.frame);
         writeln!(
@@ -64,13 +114,21 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
             short(&fr.module)
         )?;
     }
-    writeln!(out, "\nCall chains of the hottest functions (callee <- caller)")?;
+    writeln!(
+        out,
+        "\nCall chains of the hottest functions (callee <- caller)"
+    )?;
     for f in cpu.functions.iter().take(top.min(5)) {
         let fr = cpu.table.get(f.frame);
         if f.self_samples == 0 {
             continue;
         }
-        writeln!(out, "  {} ({:.1}% self)", fr.function, pct(f.self_samples, cpu.samples))?;
+        writeln!(
+            out,
+            "  {} ({:.1}% self)",
+            fr.function,
+            pct(f.self_samples, cpu.samples)
+        )?;
         for (chain, n) in cpu.callers(&fr.function, &fr.module, 8, 3) {
             let names: Vec<String> = chain
                 .iter()
@@ -84,12 +142,25 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
                     }
                 })
                 .collect();
-            writeln!(out, "    {:>5.1}%  {}", pct(n, cpu.samples), names.join(" <- "))?;
+            writeln!(
+                out,
+                "    {:>5.1}%  {}",
+                pct(n, cpu.samples),
+                names.join(" <- ")
+            )?;
         }
     }
     writeln!(out, "\nThreads")?;
     for t in cpu.threads.iter().take(top) {
-        writeln!(out, "  {:>6.1}% {:>8}  pid {:<7} tid {:<7} {}", pct(t.samples, cpu.samples), t.samples, t.pid, t.tid, t.comm)?;
+        writeln!(
+            out,
+            "  {:>6.1}% {:>8}  pid {:<7} tid {:<7} {}",
+            pct(t.samples, cpu.samples),
+            t.samples,
+            t.pid,
+            t.tid,
+            t.comm
+        )?;
     }
     Ok(())
 }

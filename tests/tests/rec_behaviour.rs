@@ -1,0 +1,230 @@
+//! rec's contract with the shell that runs it (DESIGN.md): the application's exit status,
+//! one-line errors with exit 2, signal forwarding, a full disk, and the shipped binary's shape.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crossprof_format::{Reader, Record};
+use crossprof_tests::*;
+
+fn samples_in(path: &std::path::Path) -> (u64, bool) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut r = Reader::new(&bytes).unwrap();
+    let mut n = 0;
+    while let Some(rec) = r.next_record() {
+        if let Record::Sample(_) = rec {
+            n += 1;
+        }
+    }
+    (n, r.summary().complete)
+}
+
+#[test]
+fn returns_the_applications_exit_status() {
+    let out = scratch().join("status.zst");
+    let o = run_rec(&["--out", out.to_str().unwrap(), "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3));
+    let o = run_rec(&["--out", out.to_str().unwrap(), "sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(o.status.code(), Some(128 + 11));
+    assert!(
+        samples_in(&out).1,
+        "a crashed application still leaves a complete recording"
+    );
+}
+
+#[test]
+fn own_failures_exit_2_with_one_line() {
+    let out = scratch().join("fail.zst");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--out", out.to_str().unwrap(), "/no/such/program"],
+            "command not found: /no/such/program",
+        ),
+        (
+            &["--out", out.to_str().unwrap(), "no-such-program-xyz"],
+            "command not found: no-such-program-xyz",
+        ),
+        (
+            &["--out", "/no/such/dir/t.zst", "true"],
+            "cannot write /no/such/dir/t.zst",
+        ),
+        (
+            &["--out", out.to_str().unwrap(), "-p", "999999999"],
+            "no process with pid 999999999",
+        ),
+        (&["--freq", "0", "true"], "--freq 0"),
+    ];
+    for (args, msg) in cases {
+        let o = run_rec(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "rec {args:?}: {err}");
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "rec {args:?} printed more than one line: {err}"
+        );
+        assert!(
+            err.starts_with("rec: ") && err.contains(msg),
+            "rec {args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn help_documents_every_flag() {
+    let o = run_rec(&["--help"]);
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--out",
+        "--freq",
+        "--call-graph",
+        "--flush-ms",
+        "--duration",
+        "-p",
+        "hostside report",
+    ] {
+        assert!(help.contains(flag), "--help does not mention {flag}");
+    }
+}
+
+#[test]
+fn sigint_is_forwarded_and_the_file_is_complete() {
+    let p = build("cpu_split.c", "sigint", C_FP);
+    let out = scratch().join("sigint.zst");
+    let mut rec = Command::new(rec())
+        .args([
+            "--out",
+            out.to_str().unwrap(),
+            p.board.to_str().unwrap(),
+            "0",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-INT", &rec.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = rec.wait().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "rec took {:?} to stop",
+        t.elapsed()
+    );
+    // The application died of the forwarded SIGINT; rec says so.
+    assert_eq!(status.code(), Some(128 + 2));
+    let (n, complete) = samples_in(&out);
+    assert!(complete);
+    assert!(n > 1000, "{n} samples in 1.5 s");
+}
+
+#[test]
+fn duration_stops_a_launched_command() {
+    let p = build("cpu_split.c", "duration", C_FP);
+    let out = scratch().join("duration.zst");
+    let t = Instant::now();
+    let o = run_rec(&[
+        "--duration",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        p.board.to_str().unwrap(),
+        "0",
+    ]);
+    assert!(t.elapsed() < Duration::from_secs(4));
+    assert_eq!(
+        o.status.code(),
+        Some(128 + 15),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (n, complete) = samples_in(&out);
+    assert!(
+        complete && (700..=1100).contains(&n),
+        "{n} samples in a 1 s recording"
+    );
+}
+
+/// A full disk: rec stops writing, the application runs to its end, the file holds every
+/// frame synced before the disk filled, and rec exits 2 with one line.
+#[test]
+fn a_full_disk_keeps_what_was_synced() {
+    assert_eq!(
+        euid(),
+        0,
+        "this test mounts a tiny tmpfs and must run as root"
+    );
+    let p = build("cpu_split.c", "enospc", C_FP);
+    let dir = scratch().join("tiny");
+    std::fs::create_dir_all(&dir).unwrap();
+    let m = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(m.success(), "cannot mount a tmpfs");
+    let out = dir.join("t.zst");
+    let o = run_rec(&[
+        "--flush-ms",
+        "100",
+        "--out",
+        out.to_str().unwrap(),
+        p.board.to_str().unwrap(),
+        "2000",
+    ]);
+    let bytes = std::fs::read(&out).unwrap();
+    let _ = Command::new("umount").arg(&dir).status();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("No space left on device") && err.lines().count() == 1,
+        "{err}"
+    );
+    let mut r = Reader::new(&bytes).unwrap();
+    let mut n = 0;
+    while let Some(rec) = r.next_record() {
+        n += matches!(rec, Record::Sample(_)) as u64;
+    }
+    assert!(!r.summary().complete);
+    assert!(
+        r.summary().frames >= 3 && n > 100,
+        "{:?}, {n} samples",
+        r.summary()
+    );
+}
+
+fn euid() -> u32 {
+    let o = Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+}
+
+/// Issue 2, acceptance 6: the shipped x86_64 rec is static, carries a build-id, and is small.
+#[test]
+fn rec_is_a_small_static_binary_with_a_build_id() {
+    let size = std::fs::metadata(rec()).unwrap().len();
+    assert!(size <= 1536 * 1024, "rec is {size} bytes, over 1.5 MiB");
+    let o = Command::new("readelf")
+        .args(["-d", "-n"])
+        .arg(rec())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("Build ID:"), "no build-id note");
+    assert!(
+        !text.contains("(NEEDED)"),
+        "rec links shared libraries:\n{text}"
+    );
+    let o = Command::new("readelf")
+        .arg("-l")
+        .arg(rec())
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("INTERP"),
+        "rec needs a dynamic loader"
+    );
+}
