@@ -122,8 +122,18 @@ pub struct Sample {
     /// Kernel frames, innermost first (the first one is the interrupted kernel address).
     pub kernel_chain: Vec<u64>,
     /// User frames, innermost first. The first is the interrupted instruction pointer, the rest
-    /// are return addresses (look them up at address-1).
+    /// are return addresses (look them up at address-1). Empty in stack-copy mode, where the
+    /// host unwinds from `regs` and `stack` instead.
     pub user_chain: Vec<u64>,
+    /// Which user registers `regs` holds, as perf's `sample_regs_user` mask for the header's
+    /// architecture (bit N = perf register N of that arch). 0 when none were captured.
+    pub regs_mask: u64,
+    /// The captured user registers, one per set bit of `regs_mask`, lowest bit first.
+    pub regs: Vec<u64>,
+    /// A copy of the user stack from the sampled stack pointer upward: only the bytes the
+    /// kernel reported as in use (`dyn_size`), never the padding. Empty unless
+    /// `--call-graph dwarf`.
+    pub stack: Vec<u8>,
 }
 
 /// A thread leaving or entering a CPU, for off-CPU analysis.
@@ -360,6 +370,9 @@ impl Record {
                 e.u64(s.period);
                 e.u64s(&s.kernel_chain);
                 e.u64s(&s.user_chain);
+                e.u64(s.regs_mask);
+                e.u64s(&s.regs);
+                e.bytes(&s.stack);
                 tag::SAMPLE
             }
             Record::Switch(s) => {
@@ -480,15 +493,25 @@ impl Record {
                 mtime: d.u64()?,
                 fingerprint: d.u64()?,
             }),
-            tag::SAMPLE => Record::Sample(Sample {
-                time: d.u64()?,
-                pid: d.u32()?,
-                tid: d.u32()?,
-                cpu: d.u32()?,
-                period: d.u64()?,
-                kernel_chain: d.u64s()?,
-                user_chain: d.u64s()?,
-            }),
+            tag::SAMPLE => {
+                let mut s = Sample {
+                    time: d.u64()?,
+                    pid: d.u32()?,
+                    tid: d.u32()?,
+                    cpu: d.u32()?,
+                    period: d.u64()?,
+                    kernel_chain: d.u64s()?,
+                    user_chain: d.u64s()?,
+                    ..Default::default()
+                };
+                // Stack-copy fields were appended to the record; older files end before them.
+                if d.remaining() > 0 {
+                    s.regs_mask = d.u64()?;
+                    s.regs = d.u64s()?;
+                    s.stack = d.bytes()?.to_vec();
+                }
+                Record::Sample(s)
+            }
             tag::SWITCH => Record::Switch(Switch {
                 time: d.u64()?,
                 pid: d.u32()?,
@@ -590,6 +613,13 @@ mod tests {
                 kernel_chain: vec![0xffff_ffff_8000_0000],
                 ..Default::default()
             }),
+            Record::Sample(Sample {
+                time: 10,
+                regs_mask: 0b1_1000_0001,
+                regs: vec![0x7fff_0000, 0x4010, 1],
+                stack: vec![1, 2, 3, 0xff],
+                ..Default::default()
+            }),
             Record::Switch(Switch {
                 time: 1,
                 pid: 2,
@@ -651,6 +681,23 @@ mod tests {
             let payload = d.bytes().unwrap();
             assert_eq!(Record::decode(buf[0], payload).unwrap(), r);
         }
+    }
+
+    #[test]
+    fn samples_written_before_stack_copies_existed_still_decode() {
+        // A version-1 sample as the first writers laid it out: no regs/stack fields.
+        let mut payload = Vec::new();
+        let mut e = Enc::new(&mut payload);
+        for v in [5u64, 1, 2, 0, 1000] {
+            e.u64(v);
+        }
+        e.u64s(&[]);
+        e.u64s(&[0x4000, 0x5000]);
+        let Record::Sample(s) = Record::decode(tag::SAMPLE, &payload).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.user_chain, vec![0x4000, 0x5000]);
+        assert!(s.regs.is_empty() && s.stack.is_empty() && s.regs_mask == 0);
     }
 
     #[test]
