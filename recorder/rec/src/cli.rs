@@ -16,8 +16,13 @@ Options:
   -o, --out FILE        recording to write [default: crossprof.zst]
   -F, --freq HZ         samples per second per thread [default: 999]
       --call-graph MODE how call stacks are captured [default: fp]
-                          fp  frame-pointer chains walked by the kernel: cheap, complete
-                              for code built with -fno-omit-frame-pointer
+                          fp           frame-pointer chains walked by the kernel: cheap,
+                                       complete for code built with -fno-omit-frame-pointer
+                          dwarf[=SIZE] copy the top SIZE bytes of the user stack (default
+                                       8192, at most 65528) and the registers with each
+                                       sample; hostside unwinds them with the debug
+                                       sysroot's unwind tables. For code without frame
+                                       pointers and for ARMv7 Thumb-2
       --flush-ms MS     close, write and fdatasync a frame at least this often; everything
                         synced survives power loss or kill -9 [default: 1000]
       --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
@@ -46,6 +51,55 @@ pub enum Target {
     Attach(u32),
 }
 
+/// How user call stacks are captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// Frame-pointer chains walked by the kernel.
+    Fp,
+    /// Registers plus a copy of this many bytes of user stack, unwound on the host.
+    Dwarf(u32),
+}
+
+impl CallGraph {
+    /// The largest stack copy the kernel accepts (`sample_stack_user` must fit in a u16
+    /// record size with the rest of the sample, and be a multiple of 8).
+    pub const MAX_STACK: u32 = 65528;
+    /// The stack copy `dwarf` takes when no size is given, as perf's default.
+    pub const DEFAULT_STACK: u32 = 8192;
+
+    /// Parses `fp`, `dwarf` or `dwarf=BYTES`.
+    pub fn parse(mode: &str) -> Result<CallGraph, String> {
+        match mode.split_once('=') {
+            None if mode == "fp" => Ok(CallGraph::Fp),
+            None if mode == "dwarf" => Ok(CallGraph::Dwarf(Self::DEFAULT_STACK)),
+            Some(("dwarf", size)) => {
+                let n: u32 = size
+                    .parse()
+                    .map_err(|_| format!("--call-graph {mode}: SIZE must be a number of bytes"))?;
+                if !(8..=Self::MAX_STACK).contains(&n) {
+                    return Err(format!(
+                        "--call-graph {mode}: SIZE must be 8 to {}",
+                        Self::MAX_STACK
+                    ));
+                }
+                // The kernel wants a multiple of 8.
+                Ok(CallGraph::Dwarf(n & !7))
+            }
+            _ => Err(format!(
+                "--call-graph {mode}: unknown mode (use fp or dwarf[=SIZE])"
+            )),
+        }
+    }
+
+    /// The header's name for the mode (`fp`, `dwarf=8192`).
+    pub fn name(self) -> String {
+        match self {
+            CallGraph::Fp => "fp".into(),
+            CallGraph::Dwarf(n) => format!("dwarf={n}"),
+        }
+    }
+}
+
 /// Parsed options.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
@@ -53,6 +107,8 @@ pub struct Options {
     pub out: PathBuf,
     /// Sampling frequency in Hz.
     pub freq: u32,
+    /// How call stacks are captured.
+    pub call_graph: CallGraph,
     /// Frame flush interval.
     pub flush: Duration,
     /// Stop after this long.
@@ -75,6 +131,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut p = lexopt::Parser::from_args(args);
     let mut out = PathBuf::from("crossprof.zst");
     let mut freq = 999u32;
+    let mut call_graph = CallGraph::Fp;
     let mut flush = Duration::from_millis(1000);
     let mut duration = None;
     let mut pid = None;
@@ -90,14 +147,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                 }
             }
             Long("call-graph") => {
-                let mode = p.value().map_err(err)?.string().map_err(err)?;
-                match mode.as_str() {
-                    "fp" => {}
-                    m if m.starts_with("dwarf") => {
-                        return Err("--call-graph dwarf is not available in this version of rec; use fp (build the code with -fno-omit-frame-pointer)".into())
-                    }
-                    m => return Err(format!("--call-graph {m}: unknown mode (use fp)")),
-                }
+                call_graph = CallGraph::parse(&p.value().map_err(err)?.string().map_err(err)?)?;
             }
             Long("flush-ms") => {
                 let ms: u64 = p.value().map_err(err)?.parse().map_err(err)?;
@@ -143,6 +193,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     Ok(Parsed::Run(Options {
         out,
         freq,
+        call_graph,
         flush,
         duration,
         target,
@@ -183,6 +234,18 @@ mod tests {
         assert!(run(&[]).is_err());
         assert!(run(&["--freq", "0", "./a"]).is_err());
         assert!(run(&["--call-graph", "lbr", "./a"]).is_err());
+        assert!(run(&["--call-graph", "dwarf=70000", "./a"]).is_err());
+        assert_eq!(run(&["./a"]).unwrap().call_graph, CallGraph::Fp);
+        assert_eq!(
+            run(&["--call-graph", "dwarf", "./a"]).unwrap().call_graph,
+            CallGraph::Dwarf(8192)
+        );
+        assert_eq!(
+            run(&["--call-graph", "dwarf=1001", "./a"])
+                .unwrap()
+                .call_graph,
+            CallGraph::Dwarf(1000)
+        );
         assert!(run(&["--bogus", "./a"]).is_err());
     }
 }

@@ -147,9 +147,9 @@ fn header(opts: &Options, kernel: bool) -> Header {
         start_clock_ns: monotonic_ns(),
         sample_freq: opts.freq,
         call_graph: if kernel {
-            "fp".into()
+            opts.call_graph.name()
         } else {
-            "fp (user only)".into()
+            format!("{} (user only)", opts.call_graph.name())
         },
         rec_version: env!("CARGO_PKG_VERSION").into(),
         event: "cpu-clock".into(),
@@ -224,10 +224,10 @@ fn snapshot(out: &mut Output, pid: u32) {
     }
 }
 
-fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>) {
+fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>, layout: parse::Layout) {
     for ring in &mut events.rings {
         ring.drain(scratch, |raw| {
-            if let Some(r) = parse::decode(raw) {
+            if let Some(r) = parse::decode(raw, layout) {
                 out.record(r);
             }
         });
@@ -250,10 +250,15 @@ fn wait_readable(events: &Events, timeout_ms: i32) {
 /// Records as the options say; returns rec's exit status.
 pub fn run(opts: &Options) -> Result<i32, RecError> {
     let file = create_output(opts)?;
+    let request = events::Request {
+        freq: opts.freq,
+        call_graph: opts.call_graph,
+    };
+    let layout = request.layout();
     let (events, mut child) = match &opts.target {
         Target::Launch(cmd) => {
             let child = launch::spawn(cmd)?;
-            match events::for_launch(child.pid, opts.freq) {
+            match events::for_launch(child.pid, &request) {
                 Ok(ev) => (ev, Some(child)),
                 Err(e) => {
                     // Dropping the start pipe makes the child exit without running.
@@ -266,7 +271,7 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 return Err(RecError::NoSuchProcess(*pid));
             }
-            (events::for_attach(*pid, opts.freq)?, None)
+            (events::for_attach(*pid, &request)?, None)
         }
     };
     let mut events = events;
@@ -309,7 +314,7 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
     let mut status = 0;
     loop {
         wait_readable(&events, POLL_MS);
-        drain(&mut events, &mut out, &mut scratch);
+        drain(&mut events, &mut out, &mut scratch, layout);
         if last_flush.elapsed() >= opts.flush {
             out.flush();
             last_flush = Instant::now();
@@ -351,7 +356,7 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
             }
         }
     }
-    drain(&mut events, &mut out, &mut scratch);
+    drain(&mut events, &mut out, &mut scratch, layout);
     write_kallsyms(&mut out);
     let end = End {
         time: monotonic_ns(),

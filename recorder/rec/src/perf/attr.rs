@@ -25,6 +25,10 @@ pub mod sample {
     pub const CALLCHAIN: u64 = 1 << 5;
     /// CPU number.
     pub const CPU: u64 = 1 << 7;
+    /// User registers (`sample_regs_user`).
+    pub const REGS_USER: u64 = 1 << 12;
+    /// A copy of the user stack (`sample_stack_user` bytes).
+    pub const STACK_USER: u64 = 1 << 13;
     /// Sampling period.
     pub const PERIOD: u64 = 1 << 8;
 }
@@ -55,6 +59,8 @@ pub mod flag {
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
     /// Do not count in guests.
     pub const EXCLUDE_GUEST: u64 = 1 << 20;
+    /// Leave user frames out of the kernel's call chain (the host unwinds the stack copy).
+    pub const EXCLUDE_CALLCHAIN_USER: u64 = 1 << 22;
     /// MMAP2 records (with protection bits and inode or build-id).
     pub const MMAP2: u64 = 1 << 23;
     /// Flag COMM records that come from exec.

@@ -6,13 +6,47 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::attr::{self, flag, sample, PerfEventAttr};
+use super::regs;
 use super::ring::Ring;
+use crate::cli::CallGraph;
 use crate::error::RecError;
 use crate::procfs;
 
 /// Data pages per CPU ring buffer when the kernel allows it (256 KiB with 4 KiB pages): about a
 /// second of 999 Hz samples with deep stacks, drained every 100 ms.
 const RING_PAGES: usize = 64;
+/// Stack-copy samples take their full requested size in the ring (8 KiB by default), so they
+/// get a larger ring: 1 MiB, about 120 samples of headroom per CPU.
+const RING_PAGES_STACK: usize = 256;
+
+/// What to sample.
+#[derive(Debug, Clone, Copy)]
+pub struct Request {
+    /// Samples per second per thread.
+    pub freq: u32,
+    /// How call stacks are captured.
+    pub call_graph: CallGraph,
+}
+
+impl Request {
+    fn ring_pages(&self) -> usize {
+        match self.call_graph {
+            CallGraph::Fp => RING_PAGES,
+            CallGraph::Dwarf(_) => RING_PAGES_STACK,
+        }
+    }
+
+    /// How the sample records of these events are laid out, for the decoder.
+    pub fn layout(&self) -> super::parse::Layout {
+        match self.call_graph {
+            CallGraph::Fp => super::parse::Layout::default(),
+            CallGraph::Dwarf(_) => super::parse::Layout {
+                regs_mask: regs::USER_MASK,
+                stack: true,
+            },
+        }
+    }
+}
 
 /// What the kernel allowed, decided once on the first event and reused for the rest.
 #[derive(Debug, Clone, Copy)]
@@ -33,13 +67,8 @@ pub struct Events {
     pub settings: Settings,
 }
 
-fn make_attr(
-    freq: u32,
-    on_exec: bool,
-    s: Settings,
-    page_size: usize,
-    pages: usize,
-) -> PerfEventAttr {
+fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> PerfEventAttr {
+    let pages = req.ring_pages();
     let mut flags = flag::INHERIT
         | flag::FREQ
         | flag::MMAP
@@ -61,11 +90,11 @@ fn make_attr(
     if s.build_id {
         flags |= flag::BUILD_ID;
     }
-    PerfEventAttr {
+    let mut a = PerfEventAttr {
         type_: attr::TYPE_SOFTWARE,
         size: attr::ATTR_SIZE,
         config: attr::SW_CPU_CLOCK,
-        sample_period_or_freq: freq.into(),
+        sample_period_or_freq: req.freq.into(),
         sample_type: sample::IP
             | sample::TID
             | sample::TIME
@@ -76,12 +105,20 @@ fn make_attr(
         wakeup_watermark: (pages * page_size / 4) as u32,
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
+    };
+    if let CallGraph::Dwarf(bytes) = req.call_graph {
+        // Kernel frames still come from the kernel's own walk; user frames from the copy.
+        a.sample_type |= sample::REGS_USER | sample::STACK_USER;
+        a.sample_regs_user = regs::USER_MASK;
+        a.sample_stack_user = bytes;
+        a.flags |= flag::EXCLUDE_CALLCHAIN_USER;
     }
+    a
 }
 
 /// Opens one event, learning on the way what this kernel and these permissions allow.
 fn open_adaptive(
-    freq: u32,
+    req: &Request,
     on_exec: bool,
     settings: &mut Option<Settings>,
     pid: i32,
@@ -89,22 +126,14 @@ fn open_adaptive(
     page_size: usize,
 ) -> Result<OwnedFd, io::Error> {
     if let Some(s) = *settings {
-        return attr::open(
-            &make_attr(freq, on_exec, s, page_size, RING_PAGES),
-            pid,
-            cpu,
-        );
+        return attr::open(&make_attr(req, on_exec, s, page_size), pid, cpu);
     }
     let mut s = Settings {
         kernel: true,
         build_id: true,
     };
     loop {
-        match attr::open(
-            &make_attr(freq, on_exec, s, page_size, RING_PAGES),
-            pid,
-            cpu,
-        ) {
+        match attr::open(&make_attr(req, on_exec, s, page_size), pid, cpu) {
             Ok(fd) => {
                 *settings = Some(s);
                 return Ok(fd);
@@ -135,8 +164,8 @@ fn classify(e: io::Error, pid: u32) -> RecError {
 }
 
 /// Maps a ring, halving its size while the locked-memory limit refuses it.
-fn map_ring(fd: &OwnedFd, page_size: usize) -> Result<Ring, RecError> {
-    let mut pages = RING_PAGES;
+fn map_ring(fd: &OwnedFd, page_size: usize, pages: usize) -> Result<Ring, RecError> {
+    let mut pages = pages;
     loop {
         match Ring::map(fd, pages, page_size) {
             Ok(r) => return Ok(r),
@@ -152,20 +181,20 @@ fn map_ring(fd: &OwnedFd, page_size: usize) -> Result<Ring, RecError> {
 }
 
 /// Events for a launched child: enabled at its exec, inherited by all its threads and children.
-pub fn for_launch(child: u32, freq: u32) -> Result<Events, RecError> {
-    open(&[child], freq, true, child)
+pub fn for_launch(child: u32, req: &Request) -> Result<Events, RecError> {
+    open(&[child], req, true, child)
 }
 
 /// Events for a running process: one per thread and CPU (new threads inherit them).
-pub fn for_attach(pid: u32, freq: u32) -> Result<Events, RecError> {
+pub fn for_attach(pid: u32, req: &Request) -> Result<Events, RecError> {
     let tids = procfs::threads(pid).map_err(|_| RecError::NoSuchProcess(pid))?;
     if tids.is_empty() {
         return Err(RecError::NoSuchProcess(pid));
     }
-    open(&tids, freq, false, pid)
+    open(&tids, req, false, pid)
 }
 
-fn open(tids: &[u32], freq: u32, on_exec: bool, pid: u32) -> Result<Events, RecError> {
+fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, RecError> {
     let page_size = procfs::page_size();
     let cpus = procfs::online_cpus();
     let mut settings = None;
@@ -176,7 +205,7 @@ fn open(tids: &[u32], freq: u32, on_exec: bool, pid: u32) -> Result<Events, RecE
         let mut leader: Option<usize> = None;
         for &tid in tids {
             let fd = match open_adaptive(
-                freq,
+                req,
                 on_exec,
                 &mut settings,
                 tid as i32,
@@ -190,7 +219,7 @@ fn open(tids: &[u32], freq: u32, on_exec: bool, pid: u32) -> Result<Events, RecE
             };
             match leader {
                 None => {
-                    rings.push(map_ring(&fd, page_size)?);
+                    rings.push(map_ring(&fd, page_size, req.ring_pages())?);
                     leader = Some(fds.len());
                     fds.push(fd);
                 }

@@ -4,4 +4,5 @@
 pub mod attr;
 pub mod events;
 pub mod parse;
+pub mod regs;
 pub mod ring;

@@ -63,9 +63,18 @@ impl<'a> Cur<'a> {
     }
 }
 
+/// The optional parts of sample records, as the events were opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Layout {
+    /// `sample_regs_user` (0: no registers).
+    pub regs_mask: u64,
+    /// Whether samples carry a user stack copy.
+    pub stack: bool,
+}
+
 /// Decodes one raw record (header included). MMAP2 records without a kernel-provided build-id
 /// come back with an empty `build_id` for the caller to fill in.
-pub fn decode(raw: &[u8]) -> Option<Record> {
+pub fn decode(raw: &[u8], layout: Layout) -> Option<Record> {
     let ty = u32::from_ne_bytes(raw.get(0..4)?.try_into().ok()?);
     let misc = u16::from_ne_bytes(raw.get(4..6)?.try_into().ok()?);
     let mut c = Cur { b: raw, at: 8 };
@@ -92,6 +101,25 @@ pub fn decode(raw: &[u8]) -> Option<Record> {
                     a => kernel_chain.push(a),
                 }
             }
+            let (mut regs_mask, mut regs, mut stack) = (0, Vec::new(), Vec::new());
+            if layout.regs_mask != 0 {
+                // ABI 0: no user registers (a kernel thread).
+                if c.u64()? != 0 {
+                    regs_mask = layout.regs_mask;
+                    for _ in 0..layout.regs_mask.count_ones() {
+                        regs.push(c.u64()?);
+                    }
+                }
+            }
+            if layout.stack {
+                let size = c.u64()? as usize;
+                if size > 0 {
+                    let data = c.bytes(size)?;
+                    // Only what the kernel found in use; the rest is padding.
+                    let used = (c.u64()? as usize).min(size);
+                    stack.extend_from_slice(&data[..used]);
+                }
+            }
             Some(Record::Sample(Sample {
                 time,
                 pid,
@@ -100,6 +128,9 @@ pub fn decode(raw: &[u8]) -> Option<Record> {
                 period,
                 kernel_chain,
                 user_chain,
+                regs_mask,
+                regs,
+                stack,
             }))
         }
         RECORD_MMAP2 => {
@@ -209,7 +240,7 @@ mod tests {
         for w in chain {
             b.extend_from_slice(&w.to_ne_bytes());
         }
-        let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b)) else {
+        let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b), Layout::default()) else {
             panic!("not a sample")
         };
         assert_eq!((s.pid, s.tid, s.time, s.cpu, s.period), (7, 8, 99, 1, 1000));
@@ -218,13 +249,46 @@ mod tests {
     }
 
     #[test]
+    fn stack_copies_keep_only_the_used_bytes() {
+        let mut b = Vec::new();
+        for w in [0x1000u64, (8u64 << 32) | 7, 99, 1, 1000, 0] {
+            b.extend_from_slice(&w.to_ne_bytes());
+        }
+        // Registers: ABI 2 (64-bit), three values for a three-bit mask.
+        for w in [2u64, 0x10, 0x20, 0x30] {
+            b.extend_from_slice(&w.to_ne_bytes());
+        }
+        // Stack: 16 bytes copied, 5 in use.
+        b.extend_from_slice(&16u64.to_ne_bytes());
+        b.extend_from_slice(&[1, 2, 3, 4, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        b.extend_from_slice(&5u64.to_ne_bytes());
+        let layout = Layout {
+            regs_mask: 0b111,
+            stack: true,
+        };
+        let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b), layout) else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.regs_mask, 0b111);
+        assert_eq!(s.regs, vec![0x10, 0x20, 0x30]);
+        assert_eq!(s.stack, vec![1, 2, 3, 4, 5]);
+        // A dyn_size beyond the copy is clamped, never trusted.
+        let n = b.len();
+        b[n - 8..].copy_from_slice(&1000u64.to_ne_bytes());
+        let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b), layout) else {
+            panic!("not a sample")
+        };
+        assert_eq!(s.stack.len(), 16);
+    }
+
+    #[test]
     fn truncated_records_are_skipped() {
         let r = rec(RECORD_SAMPLE, 0, &[0; 12]);
-        assert_eq!(decode(&r), None);
-        assert_eq!(decode(&[1, 2, 3]), None);
+        assert_eq!(decode(&r, Layout::default()), None);
+        assert_eq!(decode(&[1, 2, 3], Layout::default()), None);
         // A sample whose chain length runs past the record.
         let mut b = vec![0u8; 40];
         b.extend_from_slice(&u64::MAX.to_ne_bytes());
-        assert_eq!(decode(&rec(RECORD_SAMPLE, 0, &b)), None);
+        assert_eq!(decode(&rec(RECORD_SAMPLE, 0, &b), Layout::default()), None);
     }
 }
