@@ -191,6 +191,7 @@ fn report_json(l: &Loaded, top: usize) -> json::ReportJson {
         cpu: Some(json::CpuJson {
             samples: cpu.samples,
             unsymbolized_frames: cpu.unsymbolized_frames,
+            stack_unwinding: (cpu.unwind.total() > 0).then_some(cpu.unwind),
             functions: cpu
                 .functions
                 .iter()

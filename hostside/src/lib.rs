@@ -15,3 +15,4 @@ pub mod output;
 pub mod processes;
 pub mod recording;
 pub mod resolve;
+pub mod unwinding;

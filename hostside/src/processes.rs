@@ -34,6 +34,19 @@ struct Mapping {
     module: ModuleIdx,
 }
 
+/// An executable mapping as seen from outside this module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappingView {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub pgoff: u64,
+    /// The module mapped.
+    pub module: ModuleIdx,
+}
+
 /// Where an address falls: the module, and the offset in its file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Placed {
@@ -156,6 +169,40 @@ impl Processes {
             gen = self.generation(parent, fork_time);
         }
         None
+    }
+
+    /// The process `pid` was forked from, when the recording saw the fork.
+    pub fn parent_of(&self, pid: u32) -> Option<u32> {
+        self.parent.get(&pid).map(|&(ppid, _)| ppid)
+    }
+
+    /// The executable mappings of an address space, following a not-yet-exec'd child to its
+    /// parent's image like [`Processes::place`]. Stack-copy unwinding builds its module list
+    /// from these.
+    pub fn mappings(&self, space: SpaceKey) -> Vec<MappingView> {
+        let (mut pid, mut gen) = space;
+        for _ in 0..64 {
+            if let Some(maps) = self.spaces.get(&(pid, gen)) {
+                return maps
+                    .iter()
+                    .map(|m| MappingView {
+                        start: m.start,
+                        end: m.end,
+                        pgoff: m.pgoff,
+                        module: m.module,
+                    })
+                    .collect();
+            }
+            if gen != 0 {
+                return Vec::new();
+            }
+            let Some(&(parent, fork_time)) = self.parent.get(&pid) else {
+                return Vec::new();
+            };
+            pid = parent;
+            gen = self.generation(parent, fork_time);
+        }
+        Vec::new()
     }
 
     /// The name of thread `tid` at `time` (the latest COMM before it, else the first known).

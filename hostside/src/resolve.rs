@@ -71,6 +71,11 @@ impl Resolver {
         }
     }
 
+    /// Where module `idx` was found, if it exists.
+    pub fn located(&self, idx: usize) -> Option<&Located> {
+        self.located.get(idx)
+    }
+
     /// Every module with its lookup outcome.
     pub fn modules(&self) -> Vec<ModuleInfo> {
         self.keys

@@ -12,6 +12,7 @@ use crate::frames::{FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
 use crate::recording::Pass;
 use crate::resolve::{unmapped_frame, Resolver};
+use crate::unwinding::{StackUnwinder, UnwindStats};
 
 /// One distinct symbolized stack and how often it was sampled.
 pub struct Stack {
@@ -63,6 +64,8 @@ pub struct CpuProfile {
     pub unsymbolized_frames: u64,
     /// First and last sample times.
     pub time_range: Option<(u64, u64)>,
+    /// How stack-copy samples unwound (all zero for frame-pointer recordings).
+    pub unwind: UnwindStats,
 }
 
 #[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,7 +87,12 @@ fn lookup_addr(i: usize, addr: u64) -> u64 {
 }
 
 /// Streams the samples of a recording and builds the profile.
-pub fn analyze(records: Pass<'_>, processes: &Processes, resolver: &Resolver) -> CpuProfile {
+pub fn analyze(
+    records: Pass<'_>,
+    processes: &Processes,
+    resolver: &Resolver,
+    unwinder: &mut StackUnwinder<'_>,
+) -> CpuProfile {
     let mut raw: HashMap<RawStack, u64> = HashMap::new();
     let mut samples = 0u64;
     let mut last_time: HashMap<u32, u64> = HashMap::new();
@@ -98,11 +106,18 @@ pub fn analyze(records: Pass<'_>, processes: &Processes, resolver: &Resolver) ->
             });
             last_time.insert(s.tid, s.time);
             let space = (s.pid, processes.generation(s.pid, s.time));
+            // A stack copy is unwound here, once per sample; from then on it is a chain like
+            // any frame-pointer one.
+            let user = if s.regs_mask != 0 || !s.stack.is_empty() {
+                unwinder.user_chain(space, &s)
+            } else {
+                s.user_chain
+            };
             *raw.entry(RawStack {
                 space,
                 tid: s.tid,
                 kernel: s.kernel_chain,
-                user: s.user_chain,
+                user,
             })
             .or_default() += 1;
         }
@@ -194,6 +209,7 @@ pub fn analyze(records: Pass<'_>, processes: &Processes, resolver: &Resolver) ->
         samples,
         unsymbolized_frames,
         time_range,
+        unwind: unwinder.stats,
     }
 }
 

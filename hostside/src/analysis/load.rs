@@ -11,6 +11,7 @@ use crate::analysis::cpu::{self, CpuProfile};
 use crate::processes::Processes;
 use crate::recording::Recording;
 use crate::resolve::Resolver;
+use crate::unwinding::StackUnwinder;
 
 /// A recording with its CPU profile.
 pub struct Loaded {
@@ -62,12 +63,15 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
         });
     });
     let resolver = Resolver::new(&processes, lookup);
+    let header = recording.header();
+    let mut unwinder = StackUnwinder::new(&processes, &resolver, &header.arch, header.big_endian);
     let cpu = cpu::analyze(
         &mut |f| {
             recording.for_each(f);
         },
         &processes,
         &resolver,
+        &mut unwinder,
     );
     let start = recording.header().start_clock_ns;
     let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);

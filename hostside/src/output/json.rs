@@ -62,6 +62,9 @@ pub struct CpuJson {
     pub functions: Vec<FunctionJson>,
     /// Samples per thread.
     pub threads: Vec<ThreadJson>,
+    /// How stack-copy samples unwound (`rec --call-graph dwarf`); absent for fp recordings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_unwinding: Option<crate::unwinding::UnwindStats>,
 }
 
 /// One function.

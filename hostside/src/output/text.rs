@@ -79,6 +79,18 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
             m.key.path
         )?;
     }
+    let u = &cpu.unwind;
+    if u.total() > 0 {
+        writeln!(
+            out,
+            "  stacks    {} unwound from stack copies: {} complete, {} cut short, {} without an unwinder, {} without registers",
+            u.total(),
+            u.complete,
+            u.truncated,
+            u.unsupported,
+            u.no_registers
+        )?;
+    }
     if cpu.samples == 0 {
         writeln!(out, "\nNo CPU samples in this recording.")?;
         return Ok(());

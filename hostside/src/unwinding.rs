@@ -1,0 +1,157 @@
+//! Stack-copy samples (`rec --call-graph dwarf`) turned into user call chains, so that the
+//! CPU analysis treats them exactly like frame-pointer chains.
+//!
+//! Each module's unwind sections are read once from the sysroot file the resolver verified
+//! (never from a mismatched one: wrong tables give wrong stacks), and each process image gets
+//! one [`AddressSpace`] with its modules at their load biases. The vDSO's tables come from the
+//! copy `rec` recorded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crossprof_format::{Arch, Sample};
+use crossprof_symbols::MatchKind;
+use crossprof_unwind::{AddressSpace, Outcome, Registers, UnwindSections};
+use serde::Serialize;
+
+use crate::processes::{ModuleIdx, Processes, SpaceKey};
+use crate::resolve::Resolver;
+
+/// How the stack-copy samples unwound; shown in reports so a weak stack is never silent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct UnwindStats {
+    /// Samples unwound to the outermost frame.
+    pub complete: u64,
+    /// Samples whose unwind stopped early (stack copy too short, no unwind info, corrupt).
+    pub truncated: u64,
+    /// Samples of an architecture without a host unwinder yet (leaf frame only).
+    pub unsupported: u64,
+    /// Samples that carried no usable registers (leaf frame unknown).
+    pub no_registers: u64,
+}
+
+impl UnwindStats {
+    /// Samples that carried a stack copy.
+    pub fn total(&self) -> u64 {
+        self.complete + self.truncated + self.unsupported + self.no_registers
+    }
+}
+
+/// Unwinds the stack-copy samples of one recording.
+pub struct StackUnwinder<'a> {
+    processes: &'a Processes,
+    resolver: &'a Resolver,
+    arch: Option<Arch>,
+    big_endian: bool,
+    sections: HashMap<ModuleIdx, Option<Arc<UnwindSections>>>,
+    spaces: HashMap<SpaceKey, AddressSpace>,
+    /// Outcomes so far.
+    pub stats: UnwindStats,
+}
+
+impl<'a> StackUnwinder<'a> {
+    /// An unwinder for a recording of `arch` (the header's name).
+    pub fn new(
+        processes: &'a Processes,
+        resolver: &'a Resolver,
+        arch: &str,
+        big_endian: bool,
+    ) -> Self {
+        StackUnwinder {
+            processes,
+            resolver,
+            arch: Arch::from_name(arch),
+            big_endian,
+            sections: HashMap::new(),
+            spaces: HashMap::new(),
+            stats: UnwindStats::default(),
+        }
+    }
+
+    fn sections(&mut self, module: ModuleIdx) -> Option<Arc<UnwindSections>> {
+        if let Some(s) = self.sections.get(&module) {
+            return s.clone();
+        }
+        let loaded = self.load_sections(module).map(Arc::new);
+        self.sections.insert(module, loaded.clone());
+        loaded
+    }
+
+    fn load_sections(&self, module: ModuleIdx) -> Option<UnwindSections> {
+        let key = self.processes.modules.get(module)?;
+        if key.path == "[vdso]" {
+            let blob = self.processes.vdso.as_ref()?;
+            return UnwindSections::from_elf(&blob.data, None).ok();
+        }
+        let located = self.resolver.located(module)?;
+        if matches!(located.match_kind, MatchKind::Mismatch | MatchKind::Missing) {
+            return None;
+        }
+        let image = std::fs::read(located.image.as_ref()?).ok()?;
+        let debug = located
+            .debug_file
+            .as_ref()
+            .filter(|d| Some(*d) != located.image.as_ref())
+            .and_then(|d| std::fs::read(d).ok());
+        UnwindSections::from_elf(&image, debug.as_deref()).ok()
+    }
+
+    fn space(&mut self, key: SpaceKey) -> &mut AddressSpace {
+        if !self.spaces.contains_key(&key) {
+            let built = self.build_space(key);
+            self.spaces.insert(key, built);
+        }
+        let (arch, big_endian) = (self.arch.unwrap_or(Arch::X86_64), self.big_endian);
+        self.spaces
+            .entry(key)
+            .or_insert_with(|| AddressSpace::new(arch, big_endian))
+    }
+
+    fn build_space(&mut self, key: SpaceKey) -> AddressSpace {
+        {
+            let arch = self.arch.unwrap_or(Arch::X86_64);
+            let mut space = AddressSpace::new(arch, self.big_endian);
+            // One entry per module: its whole executable range, biased by its first mapping.
+            let mut ranges: HashMap<ModuleIdx, (u64, u64, u64, u64)> = HashMap::new();
+            for m in self.processes.mappings(key) {
+                let e = ranges
+                    .entry(m.module)
+                    .or_insert((m.start, m.end, m.start, m.pgoff));
+                e.0 = e.0.min(m.start);
+                e.1 = e.1.max(m.end);
+            }
+            let mut ranges: Vec<_> = ranges.into_iter().collect();
+            ranges.sort_by_key(|(_, r)| r.0);
+            for (module, (start, end, first, pgoff)) in ranges {
+                let Some(sections) = self.sections(module) else {
+                    continue;
+                };
+                let Some(bias) = sections.bias(first, pgoff) else {
+                    continue;
+                };
+                let name = &self.processes.modules[module].path;
+                space.add_module(name, start..end, bias, &sections);
+            }
+            space
+        }
+    }
+
+    /// The user call chain of a stack-copy sample in address space `key`, innermost first
+    /// (instruction pointer, then return addresses).
+    pub fn user_chain(&mut self, key: SpaceKey, s: &Sample) -> Vec<u64> {
+        let Some(regs) = self
+            .arch
+            .and_then(|a| Registers::from_sample(a, s.regs_mask, &s.regs))
+        else {
+            self.stats.no_registers += 1;
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        match self.space(key).unwind(regs, &s.stack, &mut out) {
+            Outcome::Complete => self.stats.complete += 1,
+            Outcome::Truncated => self.stats.truncated += 1,
+            Outcome::Unsupported => self.stats.unsupported += 1,
+        }
+        out
+    }
+}

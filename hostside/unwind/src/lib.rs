@@ -1,0 +1,26 @@
+//! crossprof-unwind: offline unwinding of stack-copy samples (`rec --call-graph dwarf`).
+//!
+//! A board records, with each sample, the user registers and the used top of the user stack;
+//! the unwind tables are not read there. On the host this crate takes those bytes plus the
+//! unwind sections of each mapped module (from the debug sysroot: `.eh_frame`,
+//! `.eh_frame_hdr`, `.debug_frame`) and produces the return addresses, innermost first, the
+//! same shape as a frame-pointer chain, so the rest of hostside does not care how a stack was
+//! captured.
+//!
+//! Use [`UnwindSections::from_elf`] once per module file, [`AddressSpace`] once per process
+//! image (add each module at its load bias), then [`AddressSpace::unwind`] per sample. The
+//! per-address-space unwinder caches unwind rules, so repeated samples at the same addresses
+//! are cheap.
+//!
+//! Architectures: x86_64 and AArch64 through `framehop` (a well-kept unwinder that also falls
+//! back to frame pointers where a module has no unwind info). Others report
+//! [`Outcome::Unsupported`] and keep only the sampled instruction pointer.
+#![deny(missing_docs)]
+
+mod regs;
+mod sections;
+mod space;
+
+pub use regs::Registers;
+pub use sections::{Error, UnwindSections};
+pub use space::{AddressSpace, Outcome, MAX_FRAMES};
