@@ -19,6 +19,7 @@
 
 mod regs;
 mod sections;
+mod signal;
 mod space;
 
 pub use regs::Registers;

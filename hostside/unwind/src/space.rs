@@ -6,10 +6,11 @@ use std::sync::Arc;
 use crossprof_format::Arch;
 use framehop::aarch64::{CacheAarch64, PtrAuthMask, UnwindRegsAarch64, UnwinderAarch64};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 
 use crate::regs::Registers;
 use crate::sections::UnwindSections;
+use crate::signal;
 
 /// Unwinding stops after this many frames: deep recursion is still shown this deep, and a
 /// corrupt stack cannot make a sample cost unbounded time or memory.
@@ -37,8 +38,11 @@ enum Inner {
 /// The modules of one process image (one exec of one process) and a rule cache.
 pub struct AddressSpace {
     inner: Inner,
+    arch: Arch,
     big_endian: bool,
     max_avma: u64,
+    /// Each module's range, bias and code, to recognise signal trampolines.
+    code: Vec<(Range<u64>, u64, Arc<UnwindSections>)>,
 }
 
 fn section_info(s: &UnwindSections) -> ExplicitModuleSectionInfo<Data> {
@@ -68,14 +72,17 @@ impl AddressSpace {
         };
         AddressSpace {
             inner,
+            arch,
             big_endian,
             max_avma: 0,
+            code: Vec::new(),
         }
     }
 
     /// Adds a module mapped at `avma` (its executable range on the board) with load `bias`.
-    pub fn add_module(&mut self, name: &str, avma: Range<u64>, bias: u64, s: &UnwindSections) {
+    pub fn add_module(&mut self, name: &str, avma: Range<u64>, bias: u64, s: &Arc<UnwindSections>) {
         self.max_avma = self.max_avma.max(avma.end);
+        self.code.push((avma.clone(), bias, s.clone()));
         match &mut self.inner {
             Inner::X86_64(u, _) => {
                 u.add_module(Module::new(name.to_string(), avma, bias, section_info(s)))
@@ -87,11 +94,34 @@ impl AddressSpace {
         }
     }
 
+    /// Whether the code at `avma` is this architecture's sigreturn trampoline.
+    fn is_trampoline(&self, avma: u64) -> bool {
+        let Some(pattern) = signal::trampoline(self.arch) else {
+            return false;
+        };
+        self.code.iter().any(|(range, bias, s)| {
+            if !range.contains(&avma) {
+                return false;
+            }
+            let (Some(svma), Some(data)) = (s.text_segment_svma.as_ref(), s.text_segment.as_ref())
+            else {
+                return false;
+            };
+            let at = avma.wrapping_sub(*bias);
+            if at < svma.start {
+                return false;
+            }
+            let off = (at - svma.start) as usize;
+            data.get(off..off.saturating_add(pattern.len())) == Some(pattern)
+        })
+    }
+
     /// Unwinds one sample: appends the instruction pointer and then each return address to
-    /// `out`, innermost first. `stack` holds the bytes from `regs.sp` upward.
+    /// `out`, innermost first. `stack` holds the bytes from `regs.sp` upward. A frame
+    /// interrupted by a signal appears as its interrupted instruction address.
     pub fn unwind(&mut self, regs: Registers, stack: &[u8], out: &mut Vec<u64>) -> Outcome {
         let big_endian = self.big_endian;
-        let mut read = |addr: u64| -> Result<u64, ()> {
+        let read = |addr: u64| -> Result<u64, ()> {
             let off = usize::try_from(addr.checked_sub(regs.sp).ok_or(())?).map_err(|_| ())?;
             let bytes: [u8; 8] = stack
                 .get(off..off.checked_add(8).ok_or(())?)
@@ -104,40 +134,105 @@ impl AddressSpace {
                 u64::from_le_bytes(bytes)
             })
         };
-        match &mut self.inner {
-            Inner::X86_64(u, cache) => {
-                let r = UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp);
-                collect(u.iter_frames(regs.pc, r, cache, &mut read), out)
+        let saved = signal::saved_regs(self.arch);
+        let start = out.len();
+        out.push(regs.pc);
+        let mut address = FrameAddress::from_instruction_pointer(regs.pc);
+        let mut state = State::new(&self.inner, regs, self.max_avma);
+        loop {
+            if out.len() - start >= MAX_FRAMES {
+                return Outcome::Truncated;
             }
-            Inner::Aarch64(u, cache) => {
-                let mask = PtrAuthMask::from_max_known_address(self.max_avma);
-                let r = UnwindRegsAarch64::new_with_ptr_auth_mask(mask, regs.lr, regs.sp, regs.fp);
-                collect(u.iter_frames(regs.pc, r, cache, &mut read), out)
+            if let (FrameAddress::ReturnAddress(ra), Some(saved)) = (address, saved) {
+                if self.is_trampoline(ra.get()) {
+                    let sp = state.sp();
+                    let restored = (|| {
+                        let pc = read(sp.checked_add(saved.pc).ok_or(())?)?;
+                        let new_sp = read(sp.checked_add(saved.sp).ok_or(())?)?;
+                        let fp = read(sp.checked_add(saved.fp).ok_or(())?)?;
+                        let lr = match saved.lr {
+                            Some(off) => read(sp.checked_add(off).ok_or(())?)?,
+                            None => 0,
+                        };
+                        Ok::<_, ()>((pc, new_sp, fp, lr))
+                    })();
+                    let Ok((pc, new_sp, fp, lr)) = restored else {
+                        return Outcome::Truncated;
+                    };
+                    state.restore(pc, new_sp, fp, lr);
+                    out.push(pc);
+                    // The interrupted code is unwound like a sampled leaf, not a caller.
+                    address = FrameAddress::from_instruction_pointer(pc);
+                    continue;
+                }
             }
-            Inner::Other => {
-                out.push(regs.pc);
-                Outcome::Unsupported
+            let mut read_stack = read;
+            let next = match (&mut self.inner, &mut state) {
+                (Inner::X86_64(u, cache), State::X86_64(r)) => {
+                    u.unwind_frame(address, r, cache, &mut read_stack)
+                }
+                (Inner::Aarch64(u, cache), State::Aarch64(r)) => {
+                    u.unwind_frame(address, r, cache, &mut read_stack)
+                }
+                _ => return Outcome::Unsupported,
+            };
+            match next {
+                Ok(Some(ra)) => match FrameAddress::from_return_address(ra) {
+                    Some(a) => {
+                        out.push(ra);
+                        address = a;
+                    }
+                    None => return Outcome::Complete,
+                },
+                Ok(None) => return Outcome::Complete,
+                Err(_) => return Outcome::Truncated,
             }
         }
     }
 }
 
-fn collect<U, F>(mut it: framehop::UnwindIterator<'_, '_, '_, U, F>, out: &mut Vec<u64>) -> Outcome
-where
-    U: Unwinder,
-    F: FnMut(u64) -> Result<u64, ()>,
-{
-    let start = out.len();
-    loop {
-        match it.next() {
-            Ok(Some(frame)) => {
-                out.push(frame.address());
-                if out.len() - start >= MAX_FRAMES {
-                    return Outcome::Truncated;
-                }
+/// The registers being unwound, in each unwinder's own type.
+enum State {
+    X86_64(UnwindRegsX86_64),
+    Aarch64(UnwindRegsAarch64),
+    Other,
+}
+
+impl State {
+    fn new(inner: &Inner, regs: Registers, max_avma: u64) -> State {
+        match inner {
+            Inner::X86_64(..) => State::X86_64(UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp)),
+            Inner::Aarch64(..) => State::Aarch64(UnwindRegsAarch64::new_with_ptr_auth_mask(
+                PtrAuthMask::from_max_known_address(max_avma),
+                regs.lr,
+                regs.sp,
+                regs.fp,
+            )),
+            Inner::Other => State::Other,
+        }
+    }
+
+    fn sp(&self) -> u64 {
+        match self {
+            State::X86_64(r) => r.sp(),
+            State::Aarch64(r) => r.sp(),
+            State::Other => 0,
+        }
+    }
+
+    fn restore(&mut self, pc: u64, sp: u64, fp: u64, lr: u64) {
+        match self {
+            State::X86_64(r) => {
+                r.set_ip(pc);
+                r.set_sp(sp);
+                r.set_bp(fp);
             }
-            Ok(None) => return Outcome::Complete,
-            Err(_) => return Outcome::Truncated,
+            State::Aarch64(r) => {
+                r.set_sp(sp);
+                r.set_fp(fp);
+                r.set_lr(lr);
+            }
+            State::Other => {}
         }
     }
 }
