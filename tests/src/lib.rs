@@ -149,6 +149,29 @@ pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
     }
 }
 
+/// Copies the shared libraries `binary` loads on this machine (the C library, the loader)
+/// into `sysroot` at their paths, as a board's debug sysroot holds them: unwinding needs their
+/// unwind tables to walk past `main` into the C library's start code.
+pub fn add_system_libs(sysroot: &Path, binary: &Path) {
+    let out = Command::new("ldd").arg(binary).output().expect("run ldd");
+    for word in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        let lib = Path::new(word);
+        if !lib.is_absolute() || !lib.exists() || lib.starts_with(sysroot) {
+            continue;
+        }
+        let Ok(real) = std::fs::canonicalize(lib) else {
+            continue;
+        };
+        for p in [lib, real.as_path()] {
+            let dest = sysroot.join(p.strip_prefix("/").expect("absolute"));
+            std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+            if !dest.exists() {
+                std::fs::copy(&real, &dest).expect("copy library");
+            }
+        }
+    }
+}
+
 /// The line of the marker comment `LINE:<name>` in a source file.
 pub fn marker_line(source: &Path, name: &str) -> u32 {
     let text = std::fs::read_to_string(source).expect("read source");

@@ -236,3 +236,54 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Property test: random registers and stack bytes over a real module never panic, never
+    /// loop, and never yield more than MAX_FRAMES frames.
+    #[test]
+    fn random_stacks_are_bounded_and_never_panic() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
+        let text = s.text_svma.clone().unwrap();
+        let bias = 0x5555_0000_0000u64;
+        let avma = (text.start + bias)..(text.end + bias);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for arch in [Arch::X86_64, Arch::Aarch64, Arch::Arm] {
+            let mut space = AddressSpace::new(arch, false);
+            space.add_module("self", avma.clone(), bias, &s);
+            for i in 0..5000 {
+                let len = (next() % 4096) as usize;
+                let mut stack: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                // Some stacks point back into themselves and into the module, to make loops
+                // and long chains likely.
+                let sp = 0x7fff_0000_0000 + (next() % 64) * 8;
+                for w in stack.chunks_exact_mut(8).step_by(2) {
+                    let v = if i % 2 == 0 {
+                        sp + (next() % 512)
+                    } else {
+                        avma.start + next() % (avma.end - avma.start)
+                    };
+                    w.copy_from_slice(&v.to_le_bytes());
+                }
+                let regs = Registers {
+                    pc: avma.start + next() % (avma.end - avma.start),
+                    sp,
+                    fp: sp + (next() % 256),
+                    lr: avma.start + next() % (avma.end - avma.start),
+                };
+                let mut out = Vec::new();
+                space.unwind(regs, &stack, &mut out);
+                assert!(!out.is_empty() && out.len() <= MAX_FRAMES + 1);
+            }
+        }
+    }
+}
