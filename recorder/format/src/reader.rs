@@ -74,6 +74,9 @@ pub struct Reader<'a> {
     pos: usize,
     frame: Vec<u8>,
     frame_pos: usize,
+    /// One decompression context for all frames (creating one per frame costs more than
+    /// decompressing a small frame).
+    dctx: Option<zstd::bulk::Decompressor<'static>>,
     summary: Summary,
     stopped: bool,
     header: Header,
@@ -88,6 +91,7 @@ impl<'a> Reader<'a> {
             pos: 0,
             frame: Vec::new(),
             frame_pos: 0,
+            dctx: None,
             summary: Summary::default(),
             stopped: false,
             header: Header::default(),
@@ -204,8 +208,18 @@ impl<'a> Reader<'a> {
                 return false;
             }
         };
-        match zstd::bulk::decompress(frame, capacity) {
-            Ok(out) => {
+        if self.dctx.is_none() {
+            self.dctx = zstd::bulk::Decompressor::new().ok();
+        }
+        let Some(dctx) = self.dctx.as_mut() else {
+            self.stop(Damage::CorruptFrame("cannot create a zstd context".into()));
+            return false;
+        };
+        let mut out = std::mem::take(&mut self.frame);
+        out.clear();
+        out.reserve(capacity);
+        match dctx.decompress_to_buffer(frame, &mut out) {
+            Ok(_) => {
                 self.frame = out;
                 self.pos += size;
                 self.summary.frames += 1;
