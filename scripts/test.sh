@@ -8,3 +8,6 @@ scripts/build.sh
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace --profile host
+# The Yocto layer and Buildroot package: oelint-adv, Buildroot's style rules, and an offline
+# vendored build of rec for aarch64 as both build systems do it.
+tests/packaging/check.sh

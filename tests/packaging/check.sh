@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Offline checks of the Yocto layer (yocto-layer/) and the Buildroot package (buildroot-pkg/):
+#   1. one version: the recipe file name and CROSSPROF_VERSION equal Cargo.toml's workspace version,
+#      and crossprof-crates.inc matches Cargo.lock;
+#   2. oelint-adv (pinned, in a venv under the user cache dir) reports nothing on the layer;
+#   3. the Buildroot coding-style rules (tests/packaging/br_style.py), and its self-test on a
+#      deliberately broken copy;
+#   4. a build rehearsal of what both build systems do: a source tarball of the tree, `cargo vendor`
+#      (the only step that uses the network), then `cargo build --offline --locked` of rec (and of
+#      the heap interposer once recorder/heap exists) for aarch64-unknown-linux-musl inside a network
+#      namespace with no interface but a downed loopback, with an empty CARGO_HOME.
+# Idempotent; installs what it needs on Debian (python3-venv, gcc-aarch64-linux-gnu, the rustup
+# target). CROSSPROF_PACKAGING_SKIP_BUILD=1 skips step 4. Caches: ~/.cache/crossprof/packaging.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/crossprof/packaging"
+mkdir -p "$cache"
+OELINT_VERSION=9.11.2
+TRIPLE=aarch64-unknown-linux-musl
+# The interposer is a dynamic library: linking it needs the board's libc.so and libgcc_s, which a
+# Yocto or Buildroot sysroot has and this machine has only for glibc (Debian's arm64 cross
+# toolchain). So it is rehearsed for a glibc board, the default C library of both build systems.
+HEAP_TRIPLE=aarch64-unknown-linux-gnu
+passed=0
+failed=0
+ok() { echo "ok: $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+apt_install() {
+    local need=()
+    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+    [ ${#need[@]} -eq 0 ] && return 0
+    echo "packaging: installing ${need[*]}" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# --- 1. one version, crates list in step with Cargo.lock ---------------------------------------
+version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+recipes=(yocto-layer/recipes-devtools/crossprof/crossprof_*.bb)
+if [ ${#recipes[@]} -eq 1 ] && [ "${recipes[0]}" = "yocto-layer/recipes-devtools/crossprof/crossprof_${version}.bb" ]; then
+    ok "yocto recipe is crossprof_${version}.bb"
+else
+    bad "yocto recipe ${recipes[*]} should be crossprof_${version}.bb (git mv it to the workspace version)"
+fi
+mk_version=$(sed -n 's/^CROSSPROF_VERSION = //p' buildroot-pkg/package/crossprof/crossprof.mk)
+if [ "$mk_version" = "$version" ]; then
+    ok "buildroot CROSSPROF_VERSION = $version"
+else
+    bad "buildroot CROSSPROF_VERSION is '$mk_version', Cargo.toml says $version"
+fi
+if python3 yocto-layer/scripts/gen-crates-inc.py --check; then
+    ok "crossprof-crates.inc matches Cargo.lock"
+else
+    bad "crossprof-crates.inc is stale"
+fi
+
+# --- 2. oelint-adv ----------------------------------------------------------------------------
+venv="$cache/oelint-venv"
+if ! "$venv/bin/oelint-adv" --version 2>/dev/null | grep -qx "oelint-adv $OELINT_VERSION"; then
+    python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "oelint-adv==$OELINT_VERSION"
+fi
+# homepageping is suppressed because it makes a network request; the crates.inc carries its
+# own inline suppression for inconspaces (see yocto-layer/scripts/gen-crates-inc.py).
+# OELINT_SKIP_CONFIG: no ~/.oelint.cfg may change the result.
+if out=$(cd yocto-layer && OELINT_SKIP_CONFIG=1 "$venv/bin/oelint-adv" --quiet --release wrynose \
+        --hide info --suppress oelint.vars.homepageping --nobackup --noinfo \
+        conf/layer.conf recipes-*/*/*.bb recipes-*/*/*.inc 2>&1) && [ -z "$out" ]; then
+    ok "oelint-adv $OELINT_VERSION: 0 findings"
+else
+    echo "$out"
+    bad "oelint-adv: $(printf '%s\n' "$out" | grep -c . ) findings"
+fi
+
+# --- 3. Buildroot coding style --------------------------------------------------------------
+if python3 tests/packaging/br_style.py; then ok "buildroot style"; else bad "buildroot style"; fi
+if python3 tests/packaging/br_style.py --self-test; then
+    ok "buildroot style rejects a broken copy"
+else
+    bad "buildroot style self-test"
+fi
+
+# --- 4. offline vendored build rehearsal ----------------------------------------------------
+if [ "${CROSSPROF_PACKAGING_SKIP_BUILD:-0}" = 1 ]; then
+    echo "skip: build rehearsal (CROSSPROF_PACKAGING_SKIP_BUILD=1)"
+else
+    t0=$(date +%s)
+    apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils file
+    for t in "$TRIPLE" "$HEAP_TRIPLE"; do
+        rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+    done
+    # A fixed place, so that the cached target dir stays valid: cargo keys its fingerprints on
+    # the source paths, and tar keeps the files' mtimes.
+    work="$cache/rehearsal"
+    rm -rf "$work"
+    mkdir -p "$work"
+    # The source tarball: every file git would commit (tracked, plus untracked and not ignored),
+    # which in a clean clone is exactly `git archive HEAD`.
+    # CROSSPROF_PACKAGING_REV=HEAD (or any commit) archives that commit instead.
+    if [ -n "${CROSSPROF_PACKAGING_REV:-}" ]; then
+        git archive --format=tar.gz --prefix="crossprof-$version/" -o "$work/crossprof-$version.tar.gz" \
+            "$CROSSPROF_PACKAGING_REV"
+    else
+        git ls-files -z --cached --others --exclude-standard \
+            | xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh \
+            | tar --null -T - -czf "$work/crossprof-$version.tar.gz" --transform "s,^,crossprof-$version/,"
+    fi
+    tar -xzf "$work/crossprof-$version.tar.gz" -C "$work"
+    src="$work/crossprof-$version"
+    # Vendoring, as Buildroot's cargo post-process does (VENDOR/ + .cargo/config.toml); the
+    # vendored crates are cached per Cargo.lock content, so a warm run needs no network at all.
+    lock_sum=$(sha256sum "$src/Cargo.lock" | cut -c1-16)
+    vendor="$cache/vendor-$lock_sum"
+    if [ ! -f "$vendor/.complete" ]; then
+        rm -rf "$vendor"
+        (cd "$src" && cargo vendor --locked --quiet "$vendor" >/dev/null)
+        touch "$vendor/.complete"
+    fi
+    ln -s "$vendor" "$src/VENDOR"
+    mkdir -p "$src/.cargo"
+    printf '[source.crates-io]\nreplace-with = "vendored-sources"\n\n[source.vendored-sources]\ndirectory = "VENDOR"\n' \
+        > "$src/.cargo/config.toml"
+    t_vendor=$(date +%s)
+    # The build, with the network really gone: a new network namespace (as root, or as a user
+    # with user namespaces) has a downed loopback and nothing else. Where that is impossible,
+    # fall back to a proxy that points nowhere plus CARGO_NET_OFFLINE, and say so.
+    run_offline() {
+        if unshare -n true 2>/dev/null; then
+            isolation="unshare -n"; unshare -n "$@"
+        elif unshare -rn true 2>/dev/null; then
+            isolation="unshare -rn"; unshare -rn "$@"
+        else
+            isolation="bogus proxy only"
+            env https_proxy=http://127.0.0.1:9 http_proxy=http://127.0.0.1:9 "$@"
+        fi
+    }
+    export CARGO_TARGET_DIR="$cache/target"
+    triple_env=$(echo "$TRIPLE" | tr 'a-z-' 'A-Z_')
+    build_env=(
+        env CARGO_HOME="$work/cargo-home" CARGO_NET_OFFLINE=true
+        "CARGO_TARGET_${triple_env}_LINKER=rust-lld"
+        "CC_${TRIPLE//-/_}=aarch64-linux-gnu-gcc" "AR_${TRIPLE//-/_}=aarch64-linux-gnu-ar"
+    )
+    mkdir -p "$work/cargo-home"
+    probe=$(run_offline sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " " | tr "\n" " "; (exec 3<>/dev/tcp/1.1.1.1/443) 2>/dev/null && echo reachable || echo unreachable' 2>/dev/null || true)
+    rustflags="-C link-arg=--build-id=sha1"
+    log="$work/build.log"
+    built=1
+    (cd "$src" && run_offline "${build_env[@]}" "CARGO_TARGET_${triple_env}_RUSTFLAGS=$rustflags" \
+        cargo build --offline --locked --profile distro -p rec --target "$TRIPLE") >"$log" 2>&1 || built=0
+    has_heap=$(python3 -c 'import sys, tomllib; print(int("recorder/heap" in tomllib.load(open(sys.argv[1], "rb"))["workspace"]["members"]))' "$src/Cargo.toml")
+    heap_msg="interposer: recorder/heap is not a workspace member yet, not built"
+    if [ $built = 1 ] && [ "$has_heap" = 1 ]; then
+        # The cdylib gets its own cargo run (on a musl board it would need -crt-static).
+        heap_env=$(echo "$HEAP_TRIPLE" | tr 'a-z-' 'A-Z_')
+        (cd "$src" && run_offline "${build_env[@]}" \
+            "CARGO_TARGET_${heap_env}_LINKER=aarch64-linux-gnu-gcc" \
+            "CARGO_TARGET_${heap_env}_RUSTFLAGS=-C link-arg=-Wl,--build-id=sha1" \
+            cargo build --offline --locked --profile distro -p crossprof-heap --target "$HEAP_TRIPLE") >>"$log" 2>&1 || built=0
+        heap_msg="interposer: built for $HEAP_TRIPLE"
+    fi
+    t_end=$(date +%s)
+    isolation=$(unshare -n true 2>/dev/null && echo "unshare -n" || (unshare -rn true 2>/dev/null && echo "unshare -rn") || echo "bogus proxy only")
+    echo "rehearsal: network during the build: $isolation; interfaces: ${probe% unreachable*}; tcp to the internet: ${probe##* }"
+    if [ $built = 0 ]; then
+        tail -30 "$log"
+        bad "offline build of rec for $TRIPLE (or of the interposer)"
+    else
+        rec="$CARGO_TARGET_DIR/$TRIPLE/distro/rec"
+        desc=$(file -b "$rec")
+        if [[ "$desc" == *"ARM aarch64"* ]] && ! readelf -lW "$rec" | grep -q INTERP \
+            && readelf -nW "$rec" | grep -q "Build ID" && readelf -SW "$rec" | grep -q "\.debug_info"; then
+            ok "offline vendored build: rec is a static aarch64 ELF with a build-id and DWARF ($(stat -c %s "$rec") bytes unstripped)"
+        else
+            bad "rec is not a static aarch64 ELF with build-id and DWARF: $desc"
+        fi
+        if [ "$has_heap" = 1 ]; then
+            so="$CARGO_TARGET_DIR/$HEAP_TRIPLE/distro/libcrossprof_heap.so"
+            if [ -f "$so" ] && file -b "$so" | grep -q "ARM aarch64.*shared object\|shared object.*ARM aarch64" \
+                && readelf -nW "$so" | grep -q "Build ID"; then
+                ok "offline vendored build: libcrossprof_heap.so is an aarch64 shared object with a build-id"
+            else
+                bad "libcrossprof_heap.so missing or not an aarch64 shared object with build-id"
+            fi
+        fi
+        echo "rehearsal: $heap_msg"
+    fi
+    if [ "${probe##* }" != unreachable ] && [ "$isolation" != "bogus proxy only" ]; then
+        bad "the build namespace could reach the network"
+    fi
+    echo "rehearsal: vendor $((t_vendor - t0)) s, offline build $((t_end - t_vendor)) s"
+fi
+
+echo "packaging: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
