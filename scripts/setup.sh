@@ -4,7 +4,8 @@
 set -euo pipefail
 
 need_pkgs=()
-for p in gcc g++ binutils musl-tools file; do
+# gcc-arm-linux-gnueabihf + qemu-user-static: real Thumb-2 code for the ARM unwinding tests.
+for p in gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user-static; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ "${CROSSPROF_BENCH:-0}" = 1 ]; then

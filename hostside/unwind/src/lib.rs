@@ -13,10 +13,15 @@
 //! are cheap.
 //!
 //! Architectures: x86_64 and AArch64 through `framehop` (a well-kept unwinder that also falls
-//! back to frame pointers where a module has no unwind info). Others report
-//! [`Outcome::Unsupported`] and keep only the sampled instruction pointer.
+//! back to frame pointers where a module has no unwind info); 32-bit ARM through the EHABI
+//! tables (`.ARM.exidx`/`.ARM.extab`, see the `arm` module for why it is hand-written), with
+//! `.debug_frame` (read by gimli) first where it covers the address: gcc emits no EHABI
+//! entries for C code by default.
+//! Others report [`Outcome::Unsupported`] and keep only the sampled instruction pointer.
 #![deny(missing_docs)]
 
+mod arm;
+mod cfi;
 mod regs;
 mod sections;
 mod signal;

@@ -13,6 +13,8 @@ pub struct Registers {
     pub fp: u64,
     /// Link register (x30, r14, ra); 0 where the architecture has none.
     pub lr: u64,
+    /// All sixteen core registers on 32-bit ARM (EHABI may restore sp from any of them).
+    pub arm: [u32; 16],
 }
 
 /// perf register numbers (`arch/*/include/uapi/asm/perf_regs.h`) of pc, sp, fp, lr.
@@ -41,11 +43,18 @@ impl Registers {
     /// needs was not captured.
     pub fn from_sample(arch: Arch, mask: u64, regs: &[u64]) -> Option<Registers> {
         let (pc, sp, fp, lr) = numbers(arch)?;
+        let mut arm = [0u32; 16];
+        if arch == Arch::Arm {
+            for (n, r) in arm.iter_mut().enumerate() {
+                *r = get(mask, regs, n as u32).unwrap_or(0) as u32;
+            }
+        }
         Some(Registers {
             pc: get(mask, regs, pc)?,
             sp: get(mask, regs, sp)?,
             fp: get(mask, regs, fp).unwrap_or(0),
             lr: lr.and_then(|n| get(mask, regs, n)).unwrap_or(0),
+            arm,
         })
     }
 }

@@ -35,6 +35,10 @@ pub struct UnwindSections {
     pub(crate) debug_frame: Option<Arc<[u8]>>,
     pub(crate) text_segment_svma: Option<Range<u64>>,
     pub(crate) text_segment: Option<Arc<[u8]>>,
+    /// `.ARM.exidx` and `.ARM.extab` as one lookup table (32-bit ARM only).
+    pub(crate) arm_exidx: Option<Arc<crate::arm::ExidxTable>>,
+    /// `.debug_frame`, indexed, for the hand-written unwinders (32-bit ARM).
+    pub(crate) cfi: Option<Arc<crate::cfi::CfiTable>>,
     segments: Vec<Segment>,
 }
 
@@ -78,12 +82,35 @@ impl UnwindSections {
             s.eh_frame_hdr_svma = Some(r);
             s.eh_frame_hdr = Some(d);
         }
+        if let Some((r, d)) = section(&file, ".ARM.exidx") {
+            let (extab_svma, extab) = match section(&file, ".ARM.extab") {
+                Some((er, ed)) => (er.start, ed),
+                None => (0, Arc::from(&[][..])),
+            };
+            s.arm_exidx = Some(Arc::new(crate::arm::ExidxTable::new(
+                r.start,
+                &d,
+                extab_svma,
+                &extab,
+                !file.is_little_endian(),
+            )));
+        }
         s.debug_frame = section(&file, ".debug_frame").map(|(_, d)| d);
         if s.debug_frame.is_none() {
             if let Some(debug) = debug {
                 if let Ok(dfile) = object::File::parse(debug) {
                     s.debug_frame = section(&dfile, ".debug_frame").map(|(_, d)| d);
                 }
+            }
+        }
+        if s.arm_exidx.is_some() {
+            if let Some(d) = &s.debug_frame {
+                let size = if file.is_64() { 8 } else { 4 };
+                s.cfi = Some(Arc::new(crate::cfi::CfiTable::debug_frame(
+                    d.clone(),
+                    !file.is_little_endian(),
+                    size,
+                )));
             }
         }
         for seg in file.segments() {
@@ -112,7 +139,7 @@ impl UnwindSections {
 
     /// Whether the file has any unwind table (else only frame pointers can be followed).
     pub fn has_unwind_info(&self) -> bool {
-        self.eh_frame.is_some() || self.debug_frame.is_some()
+        self.eh_frame.is_some() || self.debug_frame.is_some() || self.arm_exidx.is_some()
     }
 
     /// The load bias (address on the board minus address in the file) of a mapping that

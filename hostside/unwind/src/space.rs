@@ -32,6 +32,8 @@ type Data = Arc<[u8]>;
 enum Inner {
     X86_64(UnwinderX86_64<Data>, Box<CacheX86_64>),
     Aarch64(UnwinderAarch64<Data>, Box<CacheAarch64>),
+    /// EHABI: modules are looked up in `AddressSpace::code`.
+    Arm,
     Other,
 }
 
@@ -68,6 +70,7 @@ impl AddressSpace {
         let inner = match arch {
             Arch::X86_64 => Inner::X86_64(UnwinderX86_64::new(), Box::new(CacheX86_64::new())),
             Arch::Aarch64 => Inner::Aarch64(UnwinderAarch64::new(), Box::new(CacheAarch64::new())),
+            Arch::Arm => Inner::Arm,
             _ => Inner::Other,
         };
         AddressSpace {
@@ -90,7 +93,7 @@ impl AddressSpace {
             Inner::Aarch64(u, _) => {
                 u.add_module(Module::new(name.to_string(), avma, bias, section_info(s)))
             }
-            Inner::Other => {}
+            Inner::Arm | Inner::Other => {}
         }
     }
 
@@ -134,6 +137,9 @@ impl AddressSpace {
                 u64::from_le_bytes(bytes)
             })
         };
+        if let Inner::Arm = self.inner {
+            return self.unwind_arm(regs, stack, out);
+        }
         let saved = signal::saved_regs(self.arch);
         let start = out.len();
         out.push(regs.pc);
@@ -191,6 +197,89 @@ impl AddressSpace {
     }
 }
 
+impl AddressSpace {
+    /// EHABI unwinding over the stack copy, 32-bit words.
+    fn unwind_arm(&self, regs: Registers, stack: &[u8], out: &mut Vec<u64>) -> Outcome {
+        use crate::arm::{execute, Entry, Frame, Step};
+        let big_endian = self.big_endian;
+        let base = regs.sp as u32;
+        let mut read = |addr: u32| -> Option<u32> {
+            let off = addr.checked_sub(base)? as usize;
+            let b: [u8; 4] = stack.get(off..off.checked_add(4)?)?.try_into().ok()?;
+            Some(if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            })
+        };
+        let mut f = Frame { r: regs.arm };
+        f.r[15] = regs.pc as u32;
+        f.r[13] = regs.sp as u32;
+        let start = out.len();
+        out.push(u64::from(f.r[15] & !1));
+        let mut first = true;
+        loop {
+            if out.len() - start >= MAX_FRAMES {
+                return Outcome::Truncated;
+            }
+            let pc = u64::from(f.r[15] & !1);
+            // A return address is looked up inside the call, not at the next instruction.
+            let lookup = if first { pc } else { pc.wrapping_sub(1) };
+            first = false;
+            let Some((_, bias, sections)) = self
+                .code
+                .iter()
+                .find(|(range, _, _)| range.contains(&lookup))
+            else {
+                return Outcome::Truncated;
+            };
+            let svma = lookup.wrapping_sub(*bias) & 0xffff_ffff;
+            let (old_pc, old_sp) = (f.r[15] & !1, f.r[13]);
+            // DWARF CFI where an FDE covers the address (exact ranges), else EHABI.
+            if let Some(cfi) = sections.cfi.as_ref().filter(|c| c.covers(svma)) {
+                let regs_now = f.r;
+                let mut read64 = |a: u64| read(a as u32).map(u64::from);
+                let Some(caller) = cfi.step(
+                    svma,
+                    &|n| regs_now.get(n as usize).map(|&v| u64::from(v)),
+                    &mut read64,
+                ) else {
+                    return Outcome::Truncated;
+                };
+                for (reg, v) in caller.restored {
+                    if let Some(r) = f.r.get_mut(reg as usize) {
+                        *r = v as u32;
+                    }
+                }
+                let Some(ra) = caller.ra else {
+                    return Outcome::Complete;
+                };
+                f.r[15] = ra as u32;
+                f.r[13] = caller.cfa as u32;
+            } else {
+                let entry = sections.arm_exidx.as_ref().and_then(|t| t.lookup(svma));
+                match entry {
+                    None => return Outcome::Truncated,
+                    Some(Entry::CantUnwind) => return Outcome::Complete,
+                    Some(Entry::Instructions(bytes)) => match execute(&bytes, &mut f, &mut read) {
+                        Step::Caller => {}
+                        Step::Refuse => return Outcome::Complete,
+                        Step::Failed => return Outcome::Truncated,
+                    },
+                }
+            }
+            let new_pc = f.r[15] & !1;
+            if new_pc == 0 {
+                return Outcome::Complete;
+            }
+            if new_pc == old_pc && f.r[13] == old_sp {
+                return Outcome::Truncated;
+            }
+            out.push(u64::from(new_pc));
+        }
+    }
+}
+
 /// The registers being unwound, in each unwinder's own type.
 enum State {
     X86_64(UnwindRegsX86_64),
@@ -202,13 +291,13 @@ impl State {
     fn new(inner: &Inner, regs: Registers, max_avma: u64) -> State {
         match inner {
             Inner::X86_64(..) => State::X86_64(UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp)),
+            Inner::Arm | Inner::Other => State::Other,
             Inner::Aarch64(..) => State::Aarch64(UnwindRegsAarch64::new_with_ptr_auth_mask(
                 PtrAuthMask::from_max_known_address(max_avma),
                 regs.lr,
                 regs.sp,
                 regs.fp,
             )),
-            Inner::Other => State::Other,
         }
     }
 
@@ -279,6 +368,7 @@ mod tests {
                     sp,
                     fp: sp + (next() % 256),
                     lr: avma.start + next() % (avma.end - avma.start),
+                    arm: [next() as u32; 16],
                 };
                 let mut out = Vec::new();
                 space.unwind(regs, &stack, &mut out);

@@ -1,0 +1,110 @@
+/* A program that samples itself: a SIGPROF handler copies the interrupted registers and the
+ * top of the stack, the way `rec --call-graph dwarf` gets them from the kernel. It lets the
+ * host-side unwinders be tested on real code of another architecture under qemu-user, which
+ * has no perf_event_open.
+ *
+ * Call tree (like deep.c, in one file): main -> run_deep -> level(12) -> ... -> level(1) ->
+ * leaf (2 units per round); main -> recurse(20) -> ... -> recurse(0) -> spin (1 unit).
+ *
+ * Output file (little- or big-endian as the target): per sample: u32 nregs (16 on ARM),
+ * u32 regs[nregs] (r0..r15), u32 len, u8 stack[len] (from sp up).
+ * Usage: self_sample OUT_FILE [ROUNDS] */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <ucontext.h>
+
+#define MAX_SAMPLES 4000
+#define STACK_BYTES 4096
+
+extern void *__libc_stack_end;
+static volatile uint64_t sink;
+static unsigned char buf[MAX_SAMPLES][STACK_BYTES];
+static uint32_t lens[MAX_SAMPLES];
+static uint32_t regs[MAX_SAMPLES][16];
+static volatile int n_samples;
+
+static void on_prof(int sig, siginfo_t *si, void *ctx) {
+    (void)sig;
+    (void)si;
+    int n = n_samples;
+    if (n >= MAX_SAMPLES) return;
+    ucontext_t *uc = ctx;
+#if defined(__arm__)
+    const unsigned long *r = &uc->uc_mcontext.arm_r0;
+    for (int i = 0; i < 16; i++) regs[n][i] = (uint32_t)r[i];
+    uintptr_t sp = uc->uc_mcontext.arm_sp;
+#else
+#error "self_sample supports 32-bit ARM"
+#endif
+    uintptr_t end = (uintptr_t)__libc_stack_end;
+    uint32_t len = end > sp ? (uint32_t)(end - sp) : 0;
+    if (len > STACK_BYTES) len = STACK_BYTES;
+    memcpy(buf[n], (void *)sp, len);
+    lens[n] = len;
+    n_samples = n + 1;
+}
+
+__attribute__((noinline)) uint64_t leaf(uint64_t x, long n) {
+    for (long i = 0; i < n; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    sink = x;
+    return x;
+}
+
+__attribute__((noinline)) uint64_t level(int depth, uint64_t x) {
+    uint64_t r = depth <= 1 ? leaf(x, 200000) : level(depth - 1, x + 1);
+    sink += r;
+    return r ^ (uint64_t)depth;
+}
+
+__attribute__((noinline)) uint64_t run_deep(uint64_t x) {
+    uint64_t r = level(12, x) + level(12, x + 1);
+    sink += r;
+    return r;
+}
+
+__attribute__((noinline)) uint64_t spin(uint64_t x, long n) {
+    for (long i = 0; i < n; i++) x = x * 2862933555777941757ULL + 3037000493ULL;
+    sink = x;
+    return x;
+}
+
+__attribute__((noinline)) uint64_t recurse(int depth, uint64_t x) {
+    uint64_t r = depth == 0 ? spin(x, 200000) : recurse(depth - 1, x + 3);
+    sink += r;
+    return r + (uint64_t)depth;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    long rounds = argc > 2 ? atol(argv[2]) : 200;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_prof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = {{0, 2000}, {0, 2000}};
+    setitimer(ITIMER_PROF, &it, NULL);
+    uint64_t x = (uint64_t)argc;
+    for (long r = 0; r < rounds; r++) {
+        x += run_deep(x);
+        x += recurse(20, x);
+    }
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_PROF, &off, NULL);
+    FILE *f = fopen(argv[1], "wb");
+    if (!f) return 1;
+    for (int i = 0; i < n_samples; i++) {
+        uint32_t nregs = 16;
+        fwrite(&nregs, 4, 1, f);
+        fwrite(regs[i], 4, 16, f);
+        fwrite(&lens[i], 4, 1, f);
+        fwrite(buf[i], 1, lens[i], f);
+    }
+    fclose(f);
+    return (int)(x & 0);
+}
