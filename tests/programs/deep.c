@@ -2,9 +2,10 @@
  * frame pointers on x86_64 and AArch64):
  *   main -> deep_path -> 12 levels alternating between this executable and libdeep.so ->
  *           deep_leaf (in libdeep.so)                              2 units of work per round
- *   main -> recurse(RECURSION_DEPTH) -> ... -> recurse(0) -> spin   1 unit of work per round
+ *   main -> recurse(RECURSION_DEPTH) -> ... -> recurse(0) -> deep_leaf  1 unit of work per round
  * So deep_path has 2/3 of the samples and recurse 1/3 (total), and every sample's stack ends
- * in main and the C library's start code.
+ * in main and the C library's start code. Both paths spend their time in the same leaf, so
+ * the split holds under an emulator that runs different code at different speeds.
  * Usage: deep [ROUNDS] */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,14 +29,8 @@ __attribute__((noinline)) uint64_t deep_path(uint64_t x) {
     return r;
 }
 
-__attribute__((noinline)) uint64_t spin(uint64_t x, long n) {
-    for (long i = 0; i < n; i++) x = x * 2862933555777941757ULL + 3037000493ULL; /* LINE:spin */
-    deep_sink = x;
-    return x;
-}
-
 __attribute__((noinline)) uint64_t recurse(int depth, uint64_t x) {
-    uint64_t r = depth == 0 ? spin(x, 400000) : recurse(depth - 1, x + 3);
+    uint64_t r = depth == 0 ? deep_leaf(x, 400000) : recurse(depth - 1, x + 3);
     deep_sink += r;
     return r + (uint64_t)depth;
 }

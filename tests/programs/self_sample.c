@@ -4,7 +4,9 @@
  * has no perf_event_open.
  *
  * Call tree (like deep.c, in one file): main -> run_deep -> level(12) -> ... -> level(1) ->
- * leaf (2 units per round); main -> recurse(20) -> ... -> recurse(0) -> spin (1 unit).
+ * leaf (2 units per round); main -> recurse(20) -> ... -> recurse(0) -> leaf (1 unit). Both
+ * paths spend their time in the same leaf, so the 2:1 split holds even where an emulator runs
+ * different code at different speeds.
  *
  * Output file (little- or big-endian as the target): per sample: u32 nregs (16 on ARM),
  * u32 regs[nregs] (r0..r15), u32 len, u8 stack[len] (from sp up).
@@ -67,14 +69,8 @@ __attribute__((noinline)) uint64_t run_deep(uint64_t x) {
     return r;
 }
 
-__attribute__((noinline)) uint64_t spin(uint64_t x, long n) {
-    for (long i = 0; i < n; i++) x = x * 2862933555777941757ULL + 3037000493ULL;
-    sink = x;
-    return x;
-}
-
 __attribute__((noinline)) uint64_t recurse(int depth, uint64_t x) {
-    uint64_t r = depth == 0 ? spin(x, 200000) : recurse(depth - 1, x + 3);
+    uint64_t r = depth == 0 ? leaf(x, 200000) : recurse(depth - 1, x + 3);
     sink += r;
     return r + (uint64_t)depth;
 }

@@ -133,7 +133,9 @@ fn deep_calls_across_a_library_unwind_to_the_c_start_code() {
     // Full depth: the leaf's stacks hold all twelve levels, alternating executable and library.
     let (leaf_stack, _) = stacks
         .iter()
-        .filter(|(s, _)| s.last().is_some_and(|f| f == "deep_leaf"))
+        .filter(|(s, _)| {
+            s.last().is_some_and(|f| f == "deep_leaf") && s.iter().any(|f| f == "deep_path")
+        })
         .max_by_key(|(_, n)| *n)
         .unwrap();
     let levels = leaf_stack
@@ -144,7 +146,9 @@ fn deep_calls_across_a_library_unwind_to_the_c_start_code() {
     // The recursion: recurse(20) .. recurse(0), 21 frames.
     let (spin_stack, _) = stacks
         .iter()
-        .filter(|(s, _)| s.last().is_some_and(|f| f == "spin"))
+        .filter(|(s, _)| {
+            s.last().is_some_and(|f| f == "deep_leaf") && s.iter().any(|f| f == "recurse")
+        })
         .max_by_key(|(_, n)| *n)
         .unwrap();
     assert_eq!(
