@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 . scripts/env.sh
+# The cross-built rec for every board triple (dist/<triple>/, cached builds) and the emulated
+# boards' kernels and cross toolchains, for the tests that record on emulated ARM boards.
+tests/boards/setup.sh >/dev/null
+targets/dist.sh
+export CROSSPROF_DIST="$PWD/dist"
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace --profile host

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The one place that says how each shipped binary is built for each target triple. Builds one
+# thing for one triple and prints the path of the result on stdout.
+#
+#   targets/build.sh TRIPLE             # the static rec
+#   targets/build.sh TRIPLE heap-musl   # libcrossprof_heap.so for a musl userland
+#   targets/build.sh TRIPLE heap-gnu    # libcrossprof_heap.so for a glibc userland
+#
+# | triple                         | how                                                      |
+# |--------------------------------|----------------------------------------------------------|
+# | x86_64-unknown-linux-musl      | cargo, prebuilt std, musl-gcc (musl-tools) for C code    |
+# | aarch64-unknown-linux-musl     | cargo zigbuild, prebuilt std                             |
+# | i686-unknown-linux-musl        | cargo zigbuild, prebuilt std                             |
+# | armv7-unknown-linux-musleabihf | cargo zigbuild -Zbuild-std (no prebuilt std here)       |
+# | riscv64gc-unknown-linux-musl   | cargo zigbuild -Zbuild-std (no prebuilt std here)       |
+#
+# zig is the target C compiler (zstd-sys compiles C) and linker for every non-x86_64 triple:
+# no per-target gcc is needed. Every binary gets a GNU build-id (hostside matches board files
+# to sysroot files by it; lld adds none unless asked). rec is static (musl's crt-static
+# default); a cdylib needs -crt-static. Build products are cached in
+# ~/.cache/crossprof/cross/<kind> (CROSSPROF_CROSS_DIR overrides), one directory per kind so
+# that different RUSTFLAGS never invalidate each other, and std built by -Zbuild-std is kept
+# there: a second run rebuilds nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+triple=${1:?usage: targets/build.sh TRIPLE [rec|heap-musl|heap-gnu]}
+kind=${2:-rec}
+cross_dir="${CROSSPROF_CROSS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/crossprof/cross}"
+
+build_id="-C link-arg=-Wl,--build-id=sha1"
+build_std=()
+driver=(cargo zigbuild)
+case "$triple" in
+    x86_64-unknown-linux-musl) driver=(cargo build) ;;
+    aarch64-unknown-linux-musl | i686-unknown-linux-musl) ;;
+    armv7-unknown-linux-musleabihf | riscv64gc-unknown-linux-musl)
+        # No prebuilt std for these triples: build it (about 2 minutes cold, cached after).
+        # zig brings its own musl, so rustc's self-contained crt objects are left out.
+        build_std=(-Zbuild-std=std,panic_abort)
+        build_id="$build_id -C link-self-contained=no"
+        export RUSTC_BOOTSTRAP=1
+        ;;
+    *)
+        echo "targets/build.sh: unknown triple $triple (see targets/README.md)" >&2
+        exit 2
+        ;;
+esac
+
+case "$kind" in
+    rec)
+        package=rec
+        artifact=rec
+        flags="$build_id"
+        ;;
+    heap-musl | heap-gnu)
+        package=crossprof-heap
+        artifact=libcrossprof_heap.so
+        # A shared library cannot be crt-static, musl's default.
+        flags="$build_id -C target-feature=-crt-static"
+        if [ "$kind" = heap-gnu ]; then
+            # The glibc triple of the same board, linked by zig against an old glibc's symbol
+            # versions (the suffix), so the library loads on old and new glibc userlands alike.
+            triple=${triple/-musleabihf/-gnueabihf}
+            triple=${triple/-musl/-gnu}
+            case "$triple" in
+                riscv64*) glibc=2.27 ;; # the first glibc with RISC-V
+                *) glibc=2.17 ;;
+            esac
+            build_std=()
+            flags="-C link-arg=-Wl,--build-id=sha1"
+            if ! rustup target list --installed | grep -qx "$triple" &&
+                ! rustup target add "$triple" >&2; then
+                build_std=(-Zbuild-std=std,panic_abort)
+                export RUSTC_BOOTSTRAP=1
+            fi
+            driver=(cargo zigbuild)
+        fi
+        ;;
+    *)
+        echo "targets/build.sh: unknown kind $kind (rec, heap-musl or heap-gnu)" >&2
+        exit 2
+        ;;
+esac
+
+export CARGO_TARGET_DIR="$cross_dir/$kind"
+cargo_target=$triple
+[ "$kind" = heap-gnu ] && cargo_target="$triple.$glibc"
+RUSTFLAGS="$flags" "${driver[@]}" --locked --release -q -p "$package" "${build_std[@]}" \
+    --target "$cargo_target" >&2
+echo "$CARGO_TARGET_DIR/$triple/release/$artifact"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs what the emulated-board tests need, idempotently: QEMU for ARM, the Debian cross
+# compilers for the test programs (and their target C libraries), and a real Debian bookworm
+# kernel per board, downloaded as a package for that architecture and unpacked (never
+# installed) into the user cache. Prints the cache directory on stdout.
+#
+#   tests/boards/setup.sh            # both boards: arm64 and armhf
+#   tests/boards/setup.sh arm64      # one board
+set -euo pipefail
+
+cache="${CROSSPROF_BOARDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crossprof/boards}"
+archs=("$@")
+[ ${#archs[@]} -gt 0 ] || archs=(arm64 armhf)
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+need=()
+for p in qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
+    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "boards: installing ${need[*]}" >&2
+    $SUDO apt-get update -qq
+    # dpkg sometimes complains about a vanished archive on the first try; once more with -f.
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -f -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The kernel metapackage of each board's Debian architecture.
+meta() {
+    case "$1" in
+        arm64) echo linux-image-arm64 ;;
+        armhf) echo linux-image-armmp ;;
+        *) echo "boards: unknown board architecture $1 (arm64 or armhf)" >&2; exit 2 ;;
+    esac
+}
+
+fetch_kernel() {
+    local arch=$1 dir="$cache/$1"
+    # A complete kernel directory is never touched again (delete it to refresh).
+    [ -s "$dir/vmlinuz" ] && [ -s "$dir/virtio_blk.ko" ] && [ -s "$dir/virtio_mmio.ko" ] && return 0
+    echo "boards: fetching the Debian $arch kernel into $dir" >&2
+    local work
+    work=$(mktemp -d "${TMPDIR:-/tmp}/crossprof-kernel-XXXXXX")
+    # shellcheck disable=SC2064
+    trap "rm -rf '$work'" RETURN
+    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+    # The machine's own Debian sources, asked for another architecture, with private lists
+    # and an empty status so nothing of this machine's apt state changes.
+    local o=(-oAPT::Architecture="$arch" -oAPT::Architectures="$arch" -oDir::State::Lists="$work/lists"
+        -oDir::Cache="$work/cache" -oDir::State::status=/dev/null -oAPT::Sandbox::User=root)
+    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || true
+    local pkg
+    pkg=$(apt-cache "${o[@]}" depends "$(meta "$arch")" 2>/dev/null |
+        sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
+    if [ -z "$pkg" ]; then
+        echo "boards: no kernel package for $arch in this machine's Debian sources" >&2
+        exit 1
+    fi
+    (cd "$work" && apt-get "${o[@]}" download "$pkg" >/dev/null 2>&1)
+    dpkg -x "$work"/"$pkg"_*.deb "$work/x"
+    mkdir -p "$dir.new"
+    cp "$work"/x/boot/vmlinuz-* "$dir.new/vmlinuz"
+    for m in virtio_mmio virtio_blk; do
+        local ko
+        ko=$(find "$work/x/lib/modules" -name "$m.ko*" | head -n 1)
+        case "$ko" in
+            *.ko) cp "$ko" "$dir.new/$m.ko" ;;
+            *.ko.xz) xz -dc "$ko" >"$dir.new/$m.ko" ;;
+            *) echo "boards: $pkg has no $m module" >&2; exit 1 ;;
+        esac
+    done
+    echo "$pkg" >"$dir.new/package"
+    rm -rf "$dir"
+    mv "$dir.new" "$dir"
+}
+
+for a in "${archs[@]}"; do
+    fetch_kernel "$a"
+done
+echo "$cache"
