@@ -6,6 +6,8 @@
 //! `rec` and the host-profile `hostside`. Their paths come from `CROSSPROF_REC` and
 //! `CROSSPROF_HOSTSIDE`, or the default build locations.
 
+pub mod boards;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -251,4 +253,48 @@ pub fn count(report: &Value, needle: &str, field: &str) -> u64 {
 pub fn share(a: u64, b: u64) -> f64 {
     assert!(a + b > 0, "no samples in either function");
     100.0 * a as f64 / (a + b) as f64
+}
+
+/// `hostside report --heap --json` with a sysroot: the whole report, every site listed.
+pub fn heap_report_json(recording: &Path, sysroot: &Path) -> Value {
+    let out = hostside_ok(&[
+        "report",
+        "--heap",
+        "--json",
+        "--top",
+        "100000",
+        "--sysroot",
+        sysroot.to_str().expect("utf-8"),
+        recording.to_str().expect("utf-8"),
+    ]);
+    serde_json::from_str(&out).expect("valid JSON")
+}
+
+/// The heap interposer under test: `CROSSPROF_HEAP_LIB`, else the host build's
+/// `libcrossprof_heap.so` in the cargo target directory.
+pub fn heap_lib() -> PathBuf {
+    if let Some(p) = std::env::var_os("CROSSPROF_HEAP_LIB") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let p = target.join("release/libcrossprof_heap.so");
+    assert!(
+        p.exists(),
+        "{} not found; build it with `cargo build --release -p crossprof-heap` (or set CROSSPROF_HEAP_LIB)",
+        p.display()
+    );
+    p
+}
+
+/// Every record of a recording and the reader's summary.
+pub fn read_records(path: &Path) -> (Vec<crossprof_format::Record>, crossprof_format::Summary) {
+    let bytes = std::fs::read(path).expect("read recording");
+    let mut r = crossprof_format::Reader::new(&bytes).expect("a recording");
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record() {
+        out.push(rec);
+    }
+    (out, r.summary().clone())
 }
