@@ -8,9 +8,11 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
+use crate::analysis::heap::{HeapMetric, HeapOptions, HeapProfile};
+use crate::analysis::heap_diff;
 use crate::analysis::load::{load_checked, Loaded};
-use crate::cli::{Cli, Command, ExportFormat};
-use crate::output::{flame, info, json, text};
+use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
+use crate::output::{flame, heap_json, heap_text, info, json, text};
 use crate::recording::Recording;
 
 /// Runs the parsed command line.
@@ -31,7 +33,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Report {
             file,
             symbols,
-            cpu: _,
+            cpu,
             heap,
             off_cpu,
             top,
@@ -39,15 +41,21 @@ pub fn run(cli: Cli) -> Result<()> {
         } => {
             let l = load_checked(&file, &symbols.lookup())?;
             if heap {
-                require_unimplemented(&l, "heap", l.has_heap, "rec --heap")?;
+                require(&l, "heap", l.has_heap, "rec --heap")?;
             }
             if off_cpu {
-                require_unimplemented(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
+                require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
+                bail!("off-CPU analysis is not available in this version of hostside");
             }
+            // A heap-only recording reports its heap without being asked to.
+            let heap_text = heap || (!cpu && l.has_heap && l.cpu.samples == 0);
+            let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
             let mut out = io::stdout().lock();
             if json {
-                serde_json::to_writer_pretty(&mut out, &report_json(&l, top))?;
+                serde_json::to_writer_pretty(&mut out, &report_json(&l, profile.as_ref(), top))?;
                 writeln!(out)?;
+            } else if let (true, Some(p)) = (heap_text, &profile) {
+                heap_text::heap_report(&mut out, &l, p, top)?;
             } else {
                 text::cpu_report(&mut out, &l, top)?;
             }
@@ -61,16 +69,36 @@ pub fn run(cli: Cli) -> Result<()> {
             output,
         } => {
             let l = load_checked(&file, &symbols.lookup())?;
-            if heap.is_some() {
-                require_unimplemented(&l, "heap", l.has_heap, "rec --heap")?;
-            }
             if off_cpu {
-                require_unimplemented(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
+                require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
+                bail!("off-CPU analysis is not available in this version of hostside");
             }
-            let folded = l.cpu.folded(&l.processes);
-            let title = format!("CPU: {}", l.recording.header().command.join(" "));
+            let command = l.recording.header().command.join(" ");
+            let (folded, title, unit) = match heap {
+                Some(what) => {
+                    require(&l, "heap", l.has_heap, "rec --heap")?;
+                    let metric = heap_metric(what);
+                    let p = l.heap(HeapOptions::default());
+                    let name = match metric {
+                        HeapMetric::Peak => "heap at its peak",
+                        HeapMetric::Leaked => "leaked heap",
+                        HeapMetric::Allocations => "allocation calls",
+                        HeapMetric::Temporary => "temporary allocations",
+                    };
+                    (
+                        p.folded(&l.processes, metric),
+                        format!("{name}: {command}"),
+                        metric.unit(),
+                    )
+                }
+                None => (
+                    l.cpu.folded(&l.processes),
+                    format!("CPU: {command}"),
+                    "samples",
+                ),
+            };
             let out = create(&output)?;
-            flame::svg(&folded, &title, "samples", out)?;
+            flame::svg(&folded, &title, unit, out)?;
             Ok(())
         }
         Command::Export {
@@ -110,16 +138,29 @@ pub fn run(cli: Cli) -> Result<()> {
             let a = load_checked(&old, &lookup)?;
             let b = load_checked(&new, &lookup)?;
             let rows = diff(&a.cpu, &b.cpu);
+            let with_heap = a.has_heap || b.has_heap;
+            let with_cpu = !with_heap || a.cpu.samples > 0 || b.cpu.samples > 0;
+            let heap = with_heap.then(|| {
+                let opts = heap_options(top);
+                heap_diff::diff(&a.heap(opts), &b.heap(opts))
+            });
             let mut out = io::stdout().lock();
             if json {
+                let mut heap_json = heap.clone();
+                if let Some(h) = &mut heap_json {
+                    h.sites.truncate(top);
+                }
                 let v = serde_json::json!({
                     "old": {"file": old.display().to_string(), "samples": a.cpu.samples},
                     "new": {"file": new.display().to_string(), "samples": b.cpu.samples},
                     "functions": rows.iter().take(top).collect::<Vec<_>>(),
+                    "heap": heap_json,
                 });
                 serde_json::to_writer_pretty(&mut out, &v)?;
                 writeln!(out)?;
-            } else {
+                return Ok(());
+            }
+            if with_cpu {
                 writeln!(
                     out,
                     "CPU diff: {} ({} samples) -> {} ({} samples)",
@@ -140,20 +181,43 @@ pub fn run(cli: Cli) -> Result<()> {
                     )?;
                 }
             }
+            if let Some(h) = &heap {
+                if with_cpu {
+                    writeln!(out)?;
+                }
+                writeln!(out, "{} -> {}", old.display(), new.display())?;
+                heap_text::heap_diff(&mut out, h, top)?;
+            }
             Ok(())
         }
     }
 }
 
+fn heap_options(top: usize) -> HeapOptions {
+    HeapOptions {
+        largest: top.min(100),
+        ..HeapOptions::default()
+    }
+}
+
+fn heap_metric(g: HeapGraph) -> HeapMetric {
+    match g {
+        HeapGraph::Peak => HeapMetric::Peak,
+        HeapGraph::Leaked => HeapMetric::Leaked,
+        HeapGraph::Allocations => HeapMetric::Allocations,
+        HeapGraph::Temporary => HeapMetric::Temporary,
+    }
+}
+
 /// Heap and off-CPU analyses need records the file may not have; say which command makes them.
-fn require_unimplemented(l: &Loaded, what: &str, present: bool, how: &str) -> Result<()> {
+fn require(l: &Loaded, what: &str, present: bool, how: &str) -> Result<()> {
     if !present {
         bail!(
             "{} holds no {what} events; record with `{how}`",
             l.recording.path().display()
         );
     }
-    bail!("{what} analysis is not available in this version of hostside")
+    Ok(())
 }
 
 fn create(path: &Path) -> Result<Box<dyn Write>> {
@@ -164,7 +228,7 @@ fn create(path: &Path) -> Result<Box<dyn Write>> {
     Ok(Box::new(BufWriter::new(f)))
 }
 
-fn report_json(l: &Loaded, top: usize) -> json::ReportJson {
+fn report_json(l: &Loaded, heap: Option<&HeapProfile>, top: usize) -> json::ReportJson {
     let h = l.recording.header();
     let cpu = &l.cpu;
     json::ReportJson {
@@ -220,6 +284,6 @@ fn report_json(l: &Loaded, top: usize) -> json::ReportJson {
                 .collect(),
         }),
         off_cpu: None,
-        heap: None,
+        heap: heap.map(|p| heap_json::heap_json(p, top, h.start_clock_ns)),
     }
 }

@@ -8,6 +8,7 @@ use crossprof_format::{Record, Summary};
 use crossprof_symbols::Lookup;
 
 use crate::analysis::cpu::{self, CpuProfile};
+use crate::analysis::heap::{self, HeapOptions, HeapProfile};
 use crate::processes::Processes;
 use crate::recording::Recording;
 use crate::resolve::Resolver;
@@ -55,7 +56,11 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
                 Record::Lost(l) if l.kind == "samples" => lost_samples += l.count,
                 Record::End(e) => end_time = Some(e.time),
                 Record::Sample(s) => last_time = last_time.max(s.time),
-                Record::Alloc(_) => has_heap = true,
+                Record::Alloc(a) => {
+                    has_heap = true;
+                    last_time = last_time.max(a.time);
+                }
+                Record::Free(f) => last_time = last_time.max(f.time),
                 Record::Switch(_) => has_switches = true,
                 _ => {}
             }
@@ -85,6 +90,21 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
         duration_ns,
         has_heap,
         has_switches,
+    }
+}
+
+impl Loaded {
+    /// Runs the heap analysis (one more pass over the file).
+    pub fn heap(&self, opts: HeapOptions) -> HeapProfile {
+        heap::analyze(
+            &mut |f| {
+                self.recording.for_each(f);
+            },
+            &self.processes,
+            &self.resolver,
+            self.recording.header().start_clock_ns,
+            opts,
+        )
     }
 }
 

@@ -2,4 +2,9 @@
 
 pub mod cpu;
 pub mod diff;
+pub mod heap;
+pub mod heap_diff;
+pub mod heap_rules;
+pub mod heap_timeline;
 pub mod load;
+pub mod trace_tree;

@@ -15,7 +15,7 @@ pub struct ReportJson {
     /// Off-CPU time, or null when not recorded.
     pub off_cpu: Option<serde_json::Value>,
     /// Heap analysis, or null when not recorded.
-    pub heap: Option<serde_json::Value>,
+    pub heap: Option<crate::output::heap_json::HeapJson>,
 }
 
 /// The `recording` section.

@@ -2,6 +2,8 @@
 //! exports.
 
 pub mod flame;
+pub mod heap_json;
+pub mod heap_text;
 pub mod info;
 pub mod json;
 pub mod text;

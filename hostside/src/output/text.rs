@@ -8,7 +8,7 @@ use crossprof_symbols::MatchKind;
 use crate::analysis::load::Loaded;
 use crate::frames::Frame;
 
-fn pct(n: u64, total: u64) -> f64 {
+pub(crate) fn pct(n: u64, total: u64) -> f64 {
     if total == 0 {
         0.0
     } else {
@@ -16,11 +16,11 @@ fn pct(n: u64, total: u64) -> f64 {
     }
 }
 
-fn short(path: &str) -> &str {
+pub(crate) fn short(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-fn location(f: &Frame) -> String {
+pub(crate) fn location(f: &Frame) -> String {
     match (&f.file, f.line) {
         (Some(file), Some(line)) => format!("{}:{line}", short(file)),
         (Some(file), None) => short(file).to_string(),
@@ -28,10 +28,10 @@ fn location(f: &Frame) -> String {
     }
 }
 
-/// Writes the CPU report.
-pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()> {
+/// Writes the report's opening lines: file, command, board, what was recorded (`events`, e.g.
+/// "1234 samples, 0 lost") and how the modules matched.
+pub fn header(out: &mut dyn Write, l: &Loaded, events: &str) -> io::Result<()> {
     let h = l.recording.header();
-    let cpu = &l.cpu;
     writeln!(out, "crossprof report: {}", l.recording.path().display())?;
     writeln!(out, "  command   {}", h.command.join(" "))?;
     writeln!(
@@ -49,10 +49,8 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
     };
     writeln!(
         out,
-        "  recording {:.2} s, {} samples, {} lost, {} frames, {state}",
+        "  recording {:.2} s, {events}, {} frames, {state}",
         l.duration_ns as f64 / 1e9,
-        cpu.samples,
-        l.lost_samples,
         l.summary.frames
     )?;
     let modules = l.resolver.modules();
@@ -79,18 +77,17 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
             m.key.path
         )?;
     }
-    let u = &cpu.unwind;
-    if u.total() > 0 {
-        writeln!(
-            out,
-            "  stacks    {} unwound from stack copies: {} complete, {} cut short, {} without an unwinder, {} without registers",
-            u.total(),
-            u.complete,
-            u.truncated,
-            u.unsupported,
-            u.no_registers
-        )?;
-    }
+    Ok(())
+}
+
+/// Writes the CPU report.
+pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()> {
+    let cpu = &l.cpu;
+    header(
+        out,
+        l,
+        &format!("{} samples, {} lost", cpu.samples, l.lost_samples),
+    )?;
     if cpu.samples == 0 {
         writeln!(out, "\nNo CPU samples in this recording.")?;
         return Ok(());

@@ -1,0 +1,167 @@
+//! heaptrack's counting rules for one address space: which block a free releases, and whether
+//! that free makes the allocation *temporary*.
+//!
+//! These are the rules of `heaptrack_print` 1.4 (its `AccumulatedTraceData::read`, fed by
+//! `heaptrack_interpret`), restated so that the numbers agree on the same program:
+//!
+//! - Every allocation event counts, and adds its size to the live bytes. An allocation at an
+//!   address that is still live replaces the map entry; the older block is never released
+//!   again (it stays live, and so leaked), as in heaptrack's pointer map.
+//! - A free of an address that is not live (freed twice, allocated before recording started,
+//!   or `free(NULL)`) is ignored entirely: it does not even reset the marker below, because
+//!   `heaptrack_interpret` drops it before the analysis sees it.
+//! - The analysis keeps a marker: the *allocation info* (size and stack, interned) of the last
+//!   allocation. A free is temporary when the freed block's info equals the marker, so a
+//!   different block with the same size and stack allocated in between does not break it, but
+//!   any allocation with another size or stack does. After every counted free the marker is
+//!   reset to info index 0, which in heaptrack is the first (size, stack) pair of the run: a
+//!   block with that pair freed right after another free therefore also counts as temporary.
+//! - `realloc(old, n) → new` arrives as a free of `old` and an allocation of `new`, so a
+//!   realloc right after the allocation it resizes makes that allocation temporary.
+
+use std::collections::HashMap;
+
+use crate::analysis::trace_tree::TraceId;
+
+/// heaptrack's *allocation info*: an allocation's size and stack.
+pub type Info = (u64, TraceId);
+
+/// A live block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// Requested size.
+    pub size: u64,
+    /// Allocating stack.
+    pub trace: TraceId,
+}
+
+/// What a counted free released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freed {
+    /// The block.
+    pub block: Block,
+    /// Whether heaptrack counts its allocation as temporary.
+    pub temporary: bool,
+}
+
+/// The heap of one address space (a process between execs). Memory: one map entry per live
+/// block (address → 12 bytes), nothing per past event.
+#[derive(Default)]
+pub struct SpaceHeap {
+    live: HashMap<u64, Block>,
+    marker: Option<Info>,
+    first_info: Option<Info>,
+}
+
+impl SpaceHeap {
+    /// Counts an allocation. Returns the block this one replaced when `addr` was still live
+    /// (the caller keeps it counted as live for ever, as heaptrack does).
+    pub fn alloc(&mut self, addr: u64, block: Block) -> Option<Block> {
+        let info = (block.size, block.trace);
+        if self.first_info.is_none() {
+            self.first_info = Some(info);
+        }
+        self.marker = Some(info);
+        self.live.insert(addr, block)
+    }
+
+    /// Counts a free: `None` when `addr` is not live (ignored), else what was released.
+    pub fn free(&mut self, addr: u64) -> Option<Freed> {
+        let block = self.live.remove(&addr)?;
+        let temporary = self.marker == Some((block.size, block.trace));
+        self.marker = self.first_info;
+        Some(Freed { block, temporary })
+    }
+
+    /// Blocks still live.
+    pub fn live(&self) -> impl Iterator<Item = (&u64, &Block)> {
+        self.live.iter()
+    }
+
+    /// Number of blocks still live.
+    pub fn live_count(&self) -> usize {
+        self.live.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(size: u64, trace: TraceId) -> Block {
+        Block { size, trace }
+    }
+
+    fn temp(h: &mut SpaceHeap, addr: u64) -> Option<bool> {
+        h.free(addr).map(|f| f.temporary)
+    }
+
+    #[test]
+    fn free_right_after_its_allocation_is_temporary() {
+        let mut h = SpaceHeap::default();
+        h.alloc(0x10, b(8, 1));
+        assert_eq!(temp(&mut h, 0x10), Some(true));
+        h.alloc(0x10, b(16, 2));
+        h.alloc(0x20, b(24, 3));
+        assert_eq!(temp(&mut h, 0x10), Some(false));
+        assert_eq!(temp(&mut h, 0x20), Some(false), "a free in between resets");
+    }
+
+    #[test]
+    fn same_size_and_stack_in_between_still_counts() {
+        // heaptrack compares allocation infos, not addresses.
+        let mut h = SpaceHeap::default();
+        h.alloc(0x10, b(99, 9)); // info 0
+        h.alloc(0x20, b(8, 1));
+        h.alloc(0x30, b(8, 1));
+        assert_eq!(temp(&mut h, 0x20), Some(true));
+    }
+
+    #[test]
+    fn marker_resets_to_the_first_info() {
+        let mut h = SpaceHeap::default();
+        h.alloc(0x10, b(99, 9)); // the first info of the run
+        h.alloc(0x20, b(99, 9));
+        h.alloc(0x30, b(5, 5));
+        assert_eq!(temp(&mut h, 0x30), Some(true));
+        // Marker is now info 0 = (99, 9): this free counts although 0x20 was not the last.
+        assert_eq!(temp(&mut h, 0x20), Some(true));
+        assert_eq!(temp(&mut h, 0x10), Some(true));
+    }
+
+    #[test]
+    fn unknown_frees_are_ignored_and_keep_the_marker() {
+        let mut h = SpaceHeap::default();
+        h.alloc(0x10, b(1, 1));
+        h.alloc(0x20, b(8, 2));
+        assert_eq!(temp(&mut h, 0x999), None);
+        assert_eq!(temp(&mut h, 0), None);
+        assert_eq!(temp(&mut h, 0x20), Some(true));
+        assert_eq!(temp(&mut h, 0x20), None, "double free");
+    }
+
+    #[test]
+    fn realloc_chain() {
+        // p = malloc(8); p = realloc(p, 16); p = realloc(p, 32); free(p)
+        let mut h = SpaceHeap::default();
+        h.alloc(0x10, b(8, 1));
+        assert_eq!(temp(&mut h, 0x10), Some(true));
+        h.alloc(0x10, b(16, 2));
+        assert_eq!(temp(&mut h, 0x10), Some(true));
+        h.alloc(0x40, b(32, 2));
+        assert_eq!(temp(&mut h, 0x40), Some(true));
+        // With an allocation elsewhere between the resizes, nothing is temporary.
+        h.alloc(0x10, b(8, 1));
+        h.alloc(0x80, b(100, 3));
+        assert_eq!(temp(&mut h, 0x10), Some(false));
+    }
+
+    #[test]
+    fn reused_live_address_returns_the_orphan() {
+        let mut h = SpaceHeap::default();
+        assert_eq!(h.alloc(0x10, b(8, 1)), None);
+        assert_eq!(h.alloc(0x10, b(4, 2)), Some(b(8, 1)));
+        assert_eq!(h.live_count(), 1);
+        assert_eq!(h.free(0x10).unwrap().block, b(4, 2));
+    }
+}
