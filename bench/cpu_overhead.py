@@ -26,12 +26,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=3000)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--freq", type=int, default=999)
+    ap.add_argument("--dwarf", action="store_true", help="also compare stack-copy modes (perf --call-graph dwarf vs rec --call-graph dwarf)")
+    ap.add_argument("--program", default="cpu_split.c", help="ground-truth program under tests/programs/ (C, one file)")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rec = os.environ["CROSSPROF_REC"]
     tmp = tempfile.mkdtemp(prefix="crossprof-bench-")
     app = os.path.join(tmp, "cpu_split")
-    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", os.path.join(root, "tests/programs/cpu_split.c"), "-o", app], check=True)
+    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", os.path.join(root, "tests/programs", a.program), "-o", app], check=True)
     subprocess.run(["strip", app], check=True)
     work = [app, str(a.rounds)]
     configs = {
@@ -39,6 +41,9 @@ def main():
         "perf": ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(a.freq), "-g", "-o", os.path.join(tmp, "perf.data"), "--"] + work,
         "rec": [rec, "--freq", str(a.freq), "--call-graph", "fp", "--out", os.path.join(tmp, "rec.zst"), "--"] + work,
     }
+    if a.dwarf:
+        configs["perf-dw"] = ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(a.freq), "--call-graph", "dwarf,8192", "-o", os.path.join(tmp, "perf-dw.data"), "--"] + work
+        configs["rec-dw"] = [rec, "--freq", str(a.freq), "--call-graph", "dwarf=8192", "--out", os.path.join(tmp, "rec-dw.zst"), "--"] + work
     results = {k: [] for k in configs}
     for _ in range(a.runs):
         for name, cmd in configs.items():
@@ -48,14 +53,18 @@ def main():
     print(f"{'config':<6} {'wall s':>8} {'cpu s':>8}")
     for k, (w, c) in med.items():
         print(f"{k:<6} {w:>8.3f} {c:>8.3f}")
-    ow = {k: med[k][0] - med["base"][0] for k in ("perf", "rec")}
-    oc = {k: med[k][1] - med["base"][1] for k in ("perf", "rec")}
-    print(f"overhead wall: perf {ow['perf']:+.3f} s, rec {ow['rec']:+.3f} s")
-    print(f"overhead cpu:  perf {oc['perf']:+.3f} s, rec {oc['rec']:+.3f} s")
-    if oc["perf"] > 0:
-        print(f"ratio rec/perf (cpu overhead): {oc['rec'] / oc['perf']:.2f}")
-    sizes = {k: os.path.getsize(os.path.join(tmp, f)) for k, f in (("perf", "perf.data"), ("rec", "rec.zst"))}
-    print(f"file size: perf.data {sizes['perf']} B, rec.zst {sizes['rec']} B, ratio {sizes['rec'] / sizes['perf']:.2f}")
+    pairs = [("perf", "rec")] + ([("perf-dw", "rec-dw")] if a.dwarf else [])
+    for p, r in pairs:
+        ow = {k: med[k][0] - med["base"][0] for k in (p, r)}
+        oc = {k: med[k][1] - med["base"][1] for k in (p, r)}
+        print(f"overhead wall: {p} {ow[p]:+.3f} s, {r} {ow[r]:+.3f} s")
+        print(f"overhead cpu:  {p} {oc[p]:+.3f} s, {r} {oc[r]:+.3f} s")
+        if oc[p] > 0:
+            print(f"ratio {r}/{p} (cpu overhead): {oc[r] / oc[p]:.2f}")
+    files = {"perf": "perf.data", "rec": "rec.zst", "perf-dw": "perf-dw.data", "rec-dw": "rec-dw.zst"}
+    for p, r in pairs:
+        sp, sr = os.path.getsize(os.path.join(tmp, files[p])), os.path.getsize(os.path.join(tmp, files[r]))
+        print(f"file size: {files[p]} {sp} B, {files[r]} {sr} B, ratio {sr / sp:.3f}")
 
 if __name__ == "__main__":
     sys.exit(main())

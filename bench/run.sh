@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Runs the benchmarks against the peers (perf) on this machine. Results go to bench/RESULTS.md
+# Runs a benchmark against the peers (perf) on this machine. Results go to bench/RESULTS.md
 # by hand, with the command that produced them.
+#   bench/run.sh [cpu] [ARGS...]    CPU-sampling overhead, rec vs perf record (default)
+#   bench/run.sh dwarf [ARGS...]    stack-copy size and analysis time, rec+hostside vs perf
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
 scripts/build.sh
 . scripts/env.sh
-python3 bench/cpu_overhead.py "$@"
+what="${1:-cpu}"
+case "$what" in
+    cpu) shift || true; python3 bench/cpu_overhead.py "$@" ;;
+    dwarf) shift; python3 bench/dwarf_unwind.py "$@" ;;
+    *) python3 bench/cpu_overhead.py "$@" ;;
+esac
