@@ -31,7 +31,7 @@ build_id() { readelf -n "$1" 2>/dev/null | sed -n 's/^ *Build ID: //p' | head -n
 add() { # triple, kind, name in dist
     local triple=$1 kind=$2 name=$3 src
     src=$(targets/build.sh "$triple" "$kind")
-    mkdir -p "$dist/$triple"
+    mkdir -p "$(dirname "$dist/$triple/$name")"
     cp "$src" "$dist/$triple/$name.tmp"
     mv "$dist/$triple/$name.tmp" "$dist/$triple/$name"
     local f="$dist/$triple/$name" id size sum

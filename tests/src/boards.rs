@@ -194,6 +194,61 @@ impl Sysroot {
     }
 }
 
+impl Sysroot {
+    /// Cross-builds the stack-unwinding ground truth: `deep_lib.c` as `/usr/lib/libdeep.so`
+    /// and `deep.c` as `/usr/bin/deep` linked against it, with `flags` (the compiler's defaults
+    /// when empty: no frame pointers). Returns (library, executable).
+    pub fn build_deep(&self, board: Board, flags: &[&str]) -> (BoardProgram, BoardProgram) {
+        let lib_guest = "/usr/lib/libdeep.so".to_string();
+        let lib = self.dir.join(lib_guest.trim_start_matches('/'));
+        std::fs::create_dir_all(lib.parent().expect("parent")).expect("mkdir");
+        run_ok(
+            Command::new(board.gcc())
+                .args(["-g", "-Wl,--build-id", "-shared", "-fPIC"])
+                .args(flags)
+                .arg(crate::source("deep_lib.c"))
+                .arg("-o")
+                .arg(&lib),
+        );
+        let exe_guest = "/usr/bin/deep".to_string();
+        let exe = self.dir.join(exe_guest.trim_start_matches('/'));
+        std::fs::create_dir_all(exe.parent().expect("parent")).expect("mkdir");
+        run_ok(
+            Command::new(board.gcc())
+                .args(["-g", "-Wl,--build-id"])
+                .args(flags)
+                .arg(crate::source("deep.c"))
+                .arg(format!("-L{}", lib.parent().expect("parent").display()))
+                .args(["-ldeep", "-Wl,-rpath,/usr/lib"])
+                .arg("-o")
+                .arg(&exe),
+        );
+        let strip = |unstripped: &Path, name: &str| {
+            let stripped = self.dir.parent().expect("tag dir").join(name);
+            run_ok(
+                Command::new(board.tool("strip"))
+                    .arg("-o")
+                    .arg(&stripped)
+                    .arg(unstripped),
+            );
+            stripped
+        };
+        let lib_p = BoardProgram {
+            stripped: strip(&lib, "libdeep.so"),
+            guest: lib_guest,
+            unstripped: lib,
+            source: crate::source("deep_lib.c"),
+        };
+        let exe_p = BoardProgram {
+            stripped: strip(&exe, "deep"),
+            guest: exe_guest,
+            unstripped: exe,
+            source: crate::source("deep.c"),
+        };
+        (lib_p, exe_p)
+    }
+}
+
 /// Files for the initramfs: (path on the board, contents, mode).
 pub type Files = Vec<(String, Vec<u8>, u32)>;
 

@@ -81,11 +81,138 @@ fn maybe_regenerate(arch: &str, recording: &Path, p: &BoardProgram) {
     std::fs::copy(recording, dir.join(format!("{name}.zst"))).unwrap();
 }
 
+/// `rec` with kernel frame-pointer chains (these tests are about fp call chains).
 fn rec_job(out: &str, p: &BoardProgram, rounds: &str) -> Vec<String> {
-    ["/rec", "--out", out, "--", &p.guest, rounds]
+    [
+        "/rec",
+        "--call-graph",
+        "fp",
+        "--out",
+        out,
+        "--",
+        &p.guest,
+        rounds,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Issue 5 on a board: deep.c + libdeep.so built with the cross compiler's defaults (no frame
+/// pointers; Thumb-2 on armhf), recorded with `--call-graph dwarf`, unwound on this host.
+fn board_unwinds_stack_copies(board: Board, tag: &str, rounds: &str) {
+    let sysroot = Sysroot::new(board, tag);
+    let (lib, exe) = sysroot.build_deep(board, &["-O2"]);
+    let files = [&lib, &exe]
         .iter()
-        .map(|s| s.to_string())
-        .collect()
+        .map(|p| (p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755))
+        .collect();
+    let job = [
+        "/rec",
+        "--call-graph",
+        "dwarf",
+        "--out",
+        "/out/deep.zst",
+        "--",
+        &exe.guest,
+        rounds,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = boot(board, tag, files, &[job]);
+    assert_eq!(
+        run.statuses,
+        vec![0],
+        "rec failed on the board: {}\n{}",
+        String::from_utf8_lossy(run.file("job0.log")),
+        run.console
+    );
+    let out = save(&run, "deep.zst", tag);
+    let folded_path = scratch().join(tag).join("deep.folded");
+    hostside_ok(&[
+        "export",
+        "--format",
+        "collapsed",
+        "--sysroot",
+        sysroot.dir.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "-o",
+        folded_path.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&folded_path).unwrap();
+    let stacks: Vec<(Vec<&str>, u64)> = text
+        .lines()
+        .map(|l| {
+            let (s, n) = l.rsplit_once(' ').unwrap();
+            (s.split(';').collect(), n.parse().unwrap())
+        })
+        .collect();
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    assert!(total > 200, "{total} samples");
+    // The program's work happens in deep_leaf; samples there must unwind through main into
+    // the C library's start code. (Under emulation the dynamic loader's start-up takes a
+    // noticeable share of samples; those stacks end in the loader's own entry point.)
+    let in_leaf = |s: &Vec<&str>| s.last() == Some(&"deep_leaf");
+    let work: u64 = stacks
+        .iter()
+        .filter(|(s, _)| in_leaf(s))
+        .map(|(_, n)| n)
+        .sum();
+    let reach: u64 = stacks
+        .iter()
+        .filter(|(s, _)| {
+            in_leaf(s) && s.contains(&"main") && s.iter().any(|f| f.starts_with("__libc_start"))
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        work * 10 >= total * 7,
+        "only {work} of {total} samples in deep_leaf:\n{text}"
+    );
+    assert!(
+        reach * 100 >= work * 99,
+        "{reach} of {work} deep_leaf samples reach main and __libc_start*:\n{text}"
+    );
+    let with = |name: &str| -> u64 {
+        stacks
+            .iter()
+            .filter(|(s, _)| s.contains(&name))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (dp, rc) = (with("deep_path"), with("recurse"));
+    let share = 100.0 * dp as f64 / (dp + rc) as f64;
+    assert!(
+        (share - 200.0 / 3.0).abs() <= 5.0,
+        "deep_path {share:.1}% ({dp} vs {rc})"
+    );
+    let levels = stacks
+        .iter()
+        .filter(|(s, _)| s.last() == Some(&"deep_leaf") && s.contains(&"deep_path"))
+        .max_by_key(|(_, n)| *n)
+        .map(|(s, _)| {
+            s.iter()
+                .filter(|f| f.starts_with("deep_exe_level") || f.starts_with("deep_lib_level"))
+                .count()
+        });
+    assert_eq!(levels, Some(12), "{text}");
+    let depth = stacks
+        .iter()
+        .filter(|(s, _)| s.last() == Some(&"deep_leaf") && s.contains(&"recurse"))
+        .max_by_key(|(_, n)| *n)
+        .map(|(s, _)| s.iter().filter(|f| **f == "recurse").count());
+    assert_eq!(depth, Some(21), "{text}");
+}
+
+#[test]
+fn aarch64_board_unwinds_stack_copies_without_frame_pointers() {
+    board_unwinds_stack_copies(Board::Aarch64, "board_aarch64_dwarf", "100");
+}
+
+#[test]
+fn armv7_board_unwinds_thumb2_stack_copies() {
+    board_unwinds_stack_copies(Board::Armv7, "board_armv7_dwarf", "60");
 }
 
 #[test]

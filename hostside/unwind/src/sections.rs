@@ -103,7 +103,9 @@ impl UnwindSections {
                 }
             }
         }
-        if s.arm_exidx.is_some() {
+        // The hand-written unwinders (32-bit ARM) read .debug_frame through this index; a C
+        // library built without -funwind-tables has .debug_frame but no .ARM.exidx at all.
+        if file.architecture() == object::Architecture::Arm {
             if let Some(d) = &s.debug_frame {
                 let size = if file.is_64() { 8 } else { 4 };
                 s.cfi = Some(Arc::new(crate::cfi::CfiTable::debug_frame(
