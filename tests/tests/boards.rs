@@ -314,7 +314,7 @@ fn i686_rec_records_the_split_natively() {
     let p = build("cpu_split.c", "i686_rec", C_FP);
     let out = scratch().join("i686_rec.zst");
     let o = std::process::Command::new(&rec)
-        .args(["--out", out.to_str().unwrap(), "--"])
+        .args(["--call-graph", "fp", "--out", out.to_str().unwrap(), "--"])
         .args([p.board.to_str().unwrap(), "1000"])
         .output()
         .unwrap();

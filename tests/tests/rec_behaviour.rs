@@ -169,6 +169,8 @@ fn a_full_disk_keeps_what_was_synced() {
     assert!(m.success(), "cannot mount a tmpfs");
     let out = dir.join("t.zst");
     let o = run_rec(&[
+        "--call-graph",
+        "fp",
         "--flush-ms",
         "100",
         "--out",

@@ -42,7 +42,11 @@ fn fixture() -> &'static Fixture {
     F.get_or_init(|| {
         let program = build("cpu_split.c", "styles", C_FP);
         let recording = scratch().join("styles.zst");
-        record(&recording, &[], &[program.board.to_str().unwrap(), "800"]);
+        record(
+            &recording,
+            &["--call-graph", "fp"],
+            &[program.board.to_str().unwrap(), "800"],
+        );
         Fixture { program, recording }
     })
 }
