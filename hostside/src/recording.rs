@@ -8,7 +8,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use crossprof_format::{Header, Reader, Record, Summary};
+use crossprof_format::{DecodeOptions, Header, Reader, Record, Summary};
 
 /// One pass over a recording's records: called with a consumer, it feeds every record to it.
 /// Analyses take a pass rather than the file, so tests and wrappers can add to the stream.
@@ -85,11 +85,27 @@ impl Recording {
 
     /// Streams every record after the header to `f`, and returns what the reader saw (frames,
     /// discarded bytes, completeness). Each call is an independent pass over the file.
-    pub fn for_each(&self, mut f: impl FnMut(Record)) -> Summary {
+    pub fn for_each(&self, f: impl FnMut(Record)) -> Summary {
+        self.for_each_with(DecodeOptions::default(), f)
+    }
+
+    /// Like [`Recording::for_each`], without the samples' stack copies: for passes that only
+    /// need who ran and what was mapped.
+    pub fn for_each_metadata(&self, f: impl FnMut(Record)) -> Summary {
+        self.for_each_with(
+            DecodeOptions {
+                sample_stacks: false,
+            },
+            f,
+        )
+    }
+
+    fn for_each_with(&self, opts: DecodeOptions, mut f: impl FnMut(Record)) -> Summary {
         let Ok(mut reader) = Reader::new(self.data.bytes()) else {
             // open() already validated the header; an unreadable file here means it changed.
             return Summary::default();
         };
+        reader.set_decode_options(opts);
         while let Some(r) = reader.next_record() {
             f(r);
         }

@@ -89,6 +89,16 @@ impl Resolver {
             .collect()
     }
 
+    /// Loads every module's symbols now, in parallel. Called on a helper thread while the
+    /// samples are read and unwound, so that parsing debug info (the costliest part of a
+    /// report: decompressing and indexing DWARF) overlaps with that pass instead of following
+    /// it. Lookups that need a module still loading simply wait for it.
+    pub fn preload(&self) {
+        (0..self.keys.len()).into_par_iter().for_each(|i| {
+            self.module(i);
+        });
+    }
+
     fn module(&self, idx: usize) -> Option<&Module> {
         if self.keys[idx].path == "[vdso]" {
             return self.vdso.as_ref();

@@ -51,7 +51,7 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
     let mut has_switches = false;
     let mut summary = Summary::default();
     let processes = Processes::build(&mut |f| {
-        summary = recording.for_each(|r| {
+        summary = recording.for_each_metadata(|r| {
             match &r {
                 Record::Lost(l) if l.kind == "samples" => lost_samples += l.count,
                 Record::End(e) => end_time = Some(e.time),
@@ -70,14 +70,18 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
     let resolver = Resolver::new(&processes, lookup);
     let header = recording.header();
     let mut unwinder = StackUnwinder::new(&processes, &resolver, &header.arch, header.big_endian);
-    let cpu = cpu::analyze(
-        &mut |f| {
-            recording.for_each(f);
-        },
-        &processes,
-        &resolver,
-        &mut unwinder,
-    );
+    // Debug info loads on another core while this one reads and unwinds the samples.
+    let cpu = std::thread::scope(|scope| {
+        scope.spawn(|| resolver.preload());
+        cpu::analyze(
+            &mut |f| {
+                recording.for_each(f);
+            },
+            &processes,
+            &resolver,
+            &mut unwinder,
+        )
+    });
     let start = recording.header().start_clock_ns;
     let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
     Loaded {

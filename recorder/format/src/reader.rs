@@ -5,7 +5,7 @@
 //! records are produced as a stream.
 
 use crate::codec::{Dec, DecodeError};
-use crate::record::{Header, Record};
+use crate::record::{DecodeOptions, Header, Record};
 use crate::writer::MAX_FRAME_CONTENT;
 
 /// Why reading stopped before the end of the data.
@@ -77,6 +77,7 @@ pub struct Reader<'a> {
     /// One decompression context for all frames (creating one per frame costs more than
     /// decompressing a small frame).
     dctx: Option<zstd::bulk::Decompressor<'static>>,
+    opts: DecodeOptions,
     summary: Summary,
     stopped: bool,
     header: Header,
@@ -92,6 +93,7 @@ impl<'a> Reader<'a> {
             frame: Vec::new(),
             frame_pos: 0,
             dctx: None,
+            opts: DecodeOptions::default(),
             summary: Summary::default(),
             stopped: false,
             header: Header::default(),
@@ -112,6 +114,11 @@ impl<'a> Reader<'a> {
                 None => "empty file".into(),
             })),
         }
+    }
+
+    /// Chooses what the following records are decoded with.
+    pub fn set_decode_options(&mut self, opts: DecodeOptions) {
+        self.opts = opts;
     }
 
     /// The recording's header.
@@ -155,7 +162,7 @@ impl<'a> Reader<'a> {
         let mut d = Dec::new(&rest[1..]);
         let payload = d.bytes()?;
         let used = 1 + (rest.len() - 1 - d.remaining());
-        let r = Record::decode(tag, payload)?;
+        let r = Record::decode_with(tag, payload, self.opts)?;
         self.frame_pos += used;
         Ok(r)
     }

@@ -245,6 +245,22 @@ pub struct End {
     pub lost_samples: u64,
 }
 
+/// What a reader decodes. A pass that only needs a recording's metadata (who ran, what was
+/// mapped) skips copying the samples' stack bytes, most of a stack-copy recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Decode samples' registers and stack copies (else they come back empty).
+    pub sample_stacks: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            sample_stacks: true,
+        }
+    }
+}
+
 /// Any record. Unknown tags from newer writers decode to [`Record::Unknown`] and are skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -300,10 +316,16 @@ mod tag {
 impl Record {
     /// Appends this record (tag, length, payload) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let mut payload = Vec::new();
-        let t = self.encode_payload(&mut Enc::new(&mut payload));
+        self.encode_with(out, &mut Vec::new());
+    }
+
+    /// Appends this record like [`Record::encode`], building the payload in `scratch` (which
+    /// is cleared first): a writer that keeps `scratch` allocates nothing per record.
+    pub fn encode_with(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+        scratch.clear();
+        let t = self.encode_payload(&mut Enc::new(scratch));
         out.push(t);
-        Enc::new(out).bytes(&payload);
+        Enc::new(out).bytes(scratch);
     }
 
     fn encode_payload(&self, e: &mut Enc<'_>) -> u8 {
@@ -438,6 +460,15 @@ impl Record {
 
     /// Decodes one payload of the given tag.
     pub fn decode(tag: u8, payload: &[u8]) -> Result<Record, DecodeError> {
+        Self::decode_with(tag, payload, DecodeOptions::default())
+    }
+
+    /// Decodes one payload, leaving out what `opts` says the caller does not need.
+    pub fn decode_with(
+        tag: u8,
+        payload: &[u8],
+        opts: DecodeOptions,
+    ) -> Result<Record, DecodeError> {
         let d = &mut Dec::new(payload);
         Ok(match tag {
             tag::HEADER => Record::Header(Header {
@@ -505,7 +536,7 @@ impl Record {
                     ..Default::default()
                 };
                 // Stack-copy fields were appended to the record; older files end before them.
-                if d.remaining() > 0 {
+                if d.remaining() > 0 && opts.sample_stacks {
                     s.regs_mask = d.u64()?;
                     s.regs = d.u64s()?;
                     s.stack = d.bytes()?.to_vec();
@@ -698,6 +729,17 @@ mod tests {
         };
         assert_eq!(s.user_chain, vec![0x4000, 0x5000]);
         assert!(s.regs.is_empty() && s.stack.is_empty() && s.regs_mask == 0);
+    }
+
+    #[test]
+    fn encoding_with_scratch_is_identical() {
+        let mut scratch = vec![9u8; 3];
+        for r in one_of_each() {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            r.encode(&mut a);
+            r.encode_with(&mut b, &mut scratch);
+            assert_eq!(a, b);
+        }
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub const MAX_FRAME_CONTENT: u64 = 64 << 20;
 pub struct FrameWriter<S: Sink> {
     sink: S,
     buf: Vec<u8>,
+    /// Payload scratch for [`Record::encode_with`]: no allocation per record.
+    scratch: Vec<u8>,
     compressor: zstd::bulk::Compressor<'static>,
     frames: u64,
     bytes_written: u64,
@@ -63,6 +65,7 @@ impl<S: Sink> FrameWriter<S> {
         let mut w = FrameWriter {
             sink,
             buf: Vec::with_capacity(64 << 10),
+            scratch: Vec::with_capacity(256),
             compressor,
             frames: 0,
             bytes_written: 0,
@@ -74,7 +77,7 @@ impl<S: Sink> FrameWriter<S> {
 
     /// Buffers one record; closes a frame early when the buffer passes [`SOFT_FRAME_LIMIT`].
     pub fn push(&mut self, record: &Record) -> io::Result<()> {
-        record.encode(&mut self.buf);
+        record.encode_with(&mut self.buf, &mut self.scratch);
         if self.buf.len() >= SOFT_FRAME_LIMIT {
             self.flush()?;
         }
