@@ -8,8 +8,9 @@
  * paths spend their time in the same leaf, so the 2:1 split holds even where an emulator runs
  * different code at different speeds.
  *
- * Output file (little- or big-endian as the target): per sample: u32 nregs (16 on ARM),
- * u32 regs[nregs] (r0..r15), u32 len, u8 stack[len] (from sp up).
+ * Output file (in the target's byte order): per sample: u32 nregs, u64 regs[nregs] in perf's
+ * register order for the architecture (ARM: r0..r15; RISC-V: pc, ra, sp, s0), u32 len,
+ * u8 stack[len] (from sp up).
  * Usage: self_sample OUT_FILE [ROUNDS] */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -27,7 +28,14 @@ extern void *__libc_stack_end;
 static volatile uint64_t sink;
 static unsigned char buf[MAX_SAMPLES][STACK_BYTES];
 static uint32_t lens[MAX_SAMPLES];
-static uint32_t regs[MAX_SAMPLES][16];
+static uint64_t regs[MAX_SAMPLES][16];
+#if defined(__arm__)
+#define NREGS 16
+#elif defined(__riscv) && __riscv_xlen == 64
+#define NREGS 4
+#else
+#error "self_sample supports 32-bit ARM and 64-bit RISC-V"
+#endif
 static volatile int n_samples;
 
 static void on_prof(int sig, siginfo_t *si, void *ctx) {
@@ -38,10 +46,16 @@ static void on_prof(int sig, siginfo_t *si, void *ctx) {
     ucontext_t *uc = ctx;
 #if defined(__arm__)
     const unsigned long *r = &uc->uc_mcontext.arm_r0;
-    for (int i = 0; i < 16; i++) regs[n][i] = (uint32_t)r[i];
+    for (int i = 0; i < 16; i++) regs[n][i] = r[i];
     uintptr_t sp = uc->uc_mcontext.arm_sp;
 #else
-#error "self_sample supports 32-bit ARM"
+    /* __gregs[0] is the pc, then x1 (ra), x2 (sp), ..., x8 (s0). */
+    const unsigned long *g = uc->uc_mcontext.__gregs;
+    regs[n][0] = g[0];
+    regs[n][1] = g[1];
+    regs[n][2] = g[2];
+    regs[n][3] = g[8];
+    uintptr_t sp = g[2];
 #endif
     uintptr_t end = (uintptr_t)__libc_stack_end;
     uint32_t len = end > sp ? (uint32_t)(end - sp) : 0;
@@ -95,9 +109,9 @@ int main(int argc, char **argv) {
     FILE *f = fopen(argv[1], "wb");
     if (!f) return 1;
     for (int i = 0; i < n_samples; i++) {
-        uint32_t nregs = 16;
+        uint32_t nregs = NREGS;
         fwrite(&nregs, 4, 1, f);
-        fwrite(regs[i], 4, 16, f);
+        fwrite(regs[i], 8, NREGS, f);
         fwrite(&lens[i], 4, 1, f);
         fwrite(buf[i], 1, lens[i], f);
     }

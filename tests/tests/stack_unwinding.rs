@@ -249,3 +249,90 @@ fn garbage_stack_copies_cannot_hang_or_crash_the_report() {
     let j = report_json(&garbage, Some(&d.sysroot));
     assert_eq!(j["cpu"]["samples"].as_u64(), Some(samples));
 }
+
+/// i686: the 32-bit rec (from `targets/dist.sh`) records natively on this x86_64 host with
+/// real perf events; deep.c + deep_lib.c built -O2 by Debian's i686 cross gcc (static, so no
+/// 32-bit C library is needed on the host), unwound with gimli's CFI on the host.
+#[test]
+fn i686_stack_copies_unwind_to_the_c_start_code() {
+    let dist = std::env::var_os("CROSSPROF_DIST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("dist"));
+    let rec32 = dist.join("i686-unknown-linux-musl/rec");
+    assert!(
+        rec32.exists(),
+        "{} missing: run targets/dist.sh",
+        rec32.display()
+    );
+    let dir = scratch().join("deep-i686");
+    let board = dir.join("board/deep32");
+    let sysroot = dir.join("sysroot");
+    let unstripped = sysroot.join(board.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(unstripped.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(board.parent().unwrap()).unwrap();
+    sh(Command::new("i686-linux-gnu-gcc")
+        .args(["-O2", "-g", "-static", "-Wl,--build-id"])
+        .arg(source("deep.c"))
+        .arg(source("deep_lib.c"))
+        .arg("-o")
+        .arg(&unstripped));
+    sh(Command::new("strip").arg("-o").arg(&board).arg(&unstripped));
+    let out = scratch().join("deep-i686.zst");
+    let o = Command::new(&rec32)
+        .args([
+            "--call-graph",
+            "dwarf",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+        ])
+        .arg(&board)
+        .arg("600")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stacks = folded(&out, &sysroot);
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    let leaf: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.last().is_some_and(|f| f == "deep_leaf"))
+        .map(|(_, n)| n)
+        .sum();
+    let reach: u64 = stacks
+        .iter()
+        .filter(|(s, _)| {
+            s.last().is_some_and(|f| f == "deep_leaf")
+                && s.iter().any(|f| f == "main")
+                && s.iter().any(|f| f.starts_with("__libc_start"))
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        leaf * 10 >= total * 9,
+        "{leaf} of {total} samples in deep_leaf"
+    );
+    assert!(
+        reach * 100 >= leaf * 99,
+        "{reach} of {leaf} deep_leaf samples reach main and __libc_start*"
+    );
+    let with = |name: &str| -> u64 {
+        stacks
+            .iter()
+            .filter(|(s, _)| s.iter().any(|f| f == name))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (dp, rc) = (with("deep_path"), with("recurse"));
+    let share = 100.0 * dp as f64 / (dp + rc) as f64;
+    assert!(
+        (share - 200.0 / 3.0).abs() <= 5.0,
+        "deep_path {share:.1}% ({dp} vs {rc})"
+    );
+    let j = report_json(&out, Some(&sysroot));
+    assert_eq!(j["recording"]["arch"], "x86");
+    let u = &j["cpu"]["stack_unwinding"];
+    assert!(
+        u["complete"].as_u64().unwrap() * 100 >= j["cpu"]["samples"].as_u64().unwrap() * 97,
+        "{u}"
+    );
+}

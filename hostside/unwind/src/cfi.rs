@@ -1,25 +1,42 @@
-//! DWARF call-frame information (`.debug_frame`) for the architectures framehop does not
-//! cover, read with gimli. On 32-bit ARM it is the fallback the issue asks for: gcc emits no
-//! EHABI entries for C code unless built with `-funwind-tables`, but with `-g` it does emit
-//! `.debug_frame`, which the debug sysroot has.
+//! DWARF call-frame information (`.eh_frame` and `.debug_frame`) for the architectures
+//! framehop does not cover, read with gimli: 32-bit x86 and RISC-V, and 32-bit ARM where
+//! `.debug_frame` is the fallback the issue asks for (gcc emits no EHABI entries for C code
+//! unless built with `-funwind-tables`, but with `-g` it emits `.debug_frame`, which the debug
+//! sysroot has).
 //!
 //! gimli parses the CFI; this module only indexes the FDEs once per module (`.debug_frame`
-//! has no search table) and applies a row's rules to a register set.
+//! has no search table, and walking `.eh_frame` once is cheaper than trusting a damaged
+//! `.eh_frame_hdr`) and applies a row's rules to a register set.
 
 use std::sync::Arc;
 
 use gimli::{
-    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EndianSlice, Register, RegisterRule,
-    RunTimeEndian, UnwindContext, UnwindSection,
+    BaseAddresses, CfaRule, CieOrFde, DebugFrame, DebugFrameOffset, EhFrame, EhFrameOffset,
+    EndianSlice, Evaluation, EvaluationResult, Expression, Location, Register, RegisterRule,
+    RunTimeEndian, UnwindContext, UnwindExpression, UnwindSection, UnwindTableRow, Value,
 };
+
+/// Steps of a DWARF expression evaluated before giving up: real CFI expressions have a
+/// handful of operations, and a hostile one must not loop.
+const MAX_EXPRESSION_STEPS: usize = 64;
 
 /// More FDEs than this in one module is not a real file; stop indexing there.
 const MAX_FDES: usize = 1 << 20;
 
-/// An indexed `.debug_frame`.
+type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// Which section, and for `.eh_frame` its stated address (pointers in it are pc-relative).
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Debug,
+    Eh { svma: u64 },
+}
+
+/// An indexed CFI section.
 #[derive(Debug, Clone)]
 pub struct CfiTable {
     data: Arc<[u8]>,
+    kind: Kind,
     endian: RunTimeEndian,
     address_size: u8,
     /// (start, end, FDE offset), sorted by start.
@@ -36,9 +53,40 @@ pub struct CallerRegs {
     pub restored: Vec<(u16, u64)>,
 }
 
+fn collect<'a, S>(section: &S, bases: &BaseAddresses) -> Vec<(u64, u64, usize)>
+where
+    S: UnwindSection<Slice<'a>>,
+    S::Offset: gimli::UnwindOffset<usize>,
+{
+    let mut index = Vec::new();
+    let mut entries = section.entries(bases);
+    while let Ok(Some(entry)) = entries.next() {
+        if index.len() >= MAX_FDES {
+            break;
+        }
+        if let CieOrFde::Fde(partial) = entry {
+            if let Ok(fde) = partial.parse(S::cie_from_offset) {
+                let start = fde.initial_address();
+                index.push((start, start.saturating_add(fde.len()), fde.offset()));
+            }
+        }
+    }
+    index.sort_unstable();
+    index
+}
+
 impl CfiTable {
     /// Indexes a `.debug_frame` section. Malformed entries are skipped.
     pub fn debug_frame(data: Arc<[u8]>, big_endian: bool, address_size: u8) -> CfiTable {
+        Self::new(data, Kind::Debug, big_endian, address_size)
+    }
+
+    /// Indexes an `.eh_frame` section that the file states at `svma`.
+    pub fn eh_frame(data: Arc<[u8]>, svma: u64, big_endian: bool, address_size: u8) -> CfiTable {
+        Self::new(data, Kind::Eh { svma }, big_endian, address_size)
+    }
+
+    fn new(data: Arc<[u8]>, kind: Kind, big_endian: bool, address_size: u8) -> CfiTable {
         let endian = if big_endian {
             RunTimeEndian::Big
         } else {
@@ -46,34 +94,37 @@ impl CfiTable {
         };
         let mut t = CfiTable {
             data,
+            kind,
             endian,
             address_size,
             index: Vec::new(),
         };
-        let mut index = Vec::new();
-        {
-            let section = t.section();
-            let bases = BaseAddresses::default();
-            let mut entries = section.entries(&bases);
-            while let Ok(Some(entry)) = entries.next() {
-                if index.len() >= MAX_FDES {
-                    break;
-                }
-                if let CieOrFde::Fde(partial) = entry {
-                    if let Ok(fde) = partial.parse(DebugFrame::cie_from_offset) {
-                        let start = fde.initial_address();
-                        index.push((start, start.saturating_add(fde.len()), fde.offset()));
-                    }
-                }
+        let index = {
+            let bases = t.bases();
+            match t.kind {
+                Kind::Debug => collect(&t.debug(), &bases),
+                Kind::Eh { .. } => collect(&t.eh(), &bases),
             }
-        }
-        index.sort_unstable();
+        };
         t.index = index;
         t
     }
 
-    fn section(&self) -> DebugFrame<EndianSlice<'_, RunTimeEndian>> {
+    fn bases(&self) -> BaseAddresses {
+        match self.kind {
+            Kind::Debug => BaseAddresses::default(),
+            Kind::Eh { svma } => BaseAddresses::default().set_eh_frame(svma),
+        }
+    }
+
+    fn debug(&self) -> DebugFrame<Slice<'_>> {
         let mut s = DebugFrame::new(&self.data, self.endian);
+        s.set_address_size(self.address_size);
+        s
+    }
+
+    fn eh(&self) -> EhFrame<Slice<'_>> {
+        let mut s = EhFrame::new(&self.data, self.endian);
         s.set_address_size(self.address_size);
         s
     }
@@ -99,19 +150,87 @@ impl CfiTable {
         read: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> Option<CallerRegs> {
         let offset = self.find(svma)?;
-        let section = self.section();
-        let bases = BaseAddresses::default();
-        let fde = section
-            .fde_from_offset(
-                &bases,
-                gimli::DebugFrameOffset(offset),
-                DebugFrame::cie_from_offset,
-            )
-            .ok()?;
+        let bases = self.bases();
         let mut ctx = UnwindContext::new();
-        let row = fde
-            .unwind_info_for_address(&section, &bases, &mut ctx, svma)
-            .ok()?;
+        match self.kind {
+            Kind::Debug => {
+                let s = self.debug();
+                let fde = s
+                    .fde_from_offset(
+                        &bases,
+                        DebugFrameOffset(offset),
+                        DebugFrame::cie_from_offset,
+                    )
+                    .ok()?;
+                let row = fde
+                    .unwind_info_for_address(&s, &bases, &mut ctx, svma)
+                    .ok()?;
+                let expr = |e: &UnwindExpression<usize>| e.get(&s).ok();
+                self.apply(row, fde.cie().return_address_register(), &expr, get, read)
+            }
+            Kind::Eh { .. } => {
+                let s = self.eh();
+                let fde = s
+                    .fde_from_offset(&bases, EhFrameOffset(offset), EhFrame::cie_from_offset)
+                    .ok()?;
+                let row = fde
+                    .unwind_info_for_address(&s, &bases, &mut ctx, svma)
+                    .ok()?;
+                let expr = |e: &UnwindExpression<usize>| e.get(&s).ok();
+                self.apply(row, fde.cie().return_address_register(), &expr, get, read)
+            }
+        }
+    }
+
+    /// Evaluates a CFI expression (e.g. i386 `main`'s realigned frame: `DW_OP_breg5 -4;
+    /// DW_OP_deref`) to the address it yields; `initial` is pushed first (the CFA, for
+    /// register rules).
+    fn evaluate(
+        &self,
+        e: Expression<Slice<'_>>,
+        initial: Option<u64>,
+        get: &dyn Fn(u16) -> Option<u64>,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Option<u64> {
+        let encoding = gimli::Encoding {
+            format: gimli::Format::Dwarf32,
+            version: 4,
+            address_size: self.address_size,
+        };
+        let mut eval: Evaluation<Slice<'_>> = e.evaluation(encoding);
+        if let Some(v) = initial {
+            eval.set_initial_value(v);
+        }
+        let mut result = eval.evaluate().ok()?;
+        for _ in 0..MAX_EXPRESSION_STEPS {
+            result = match result {
+                EvaluationResult::Complete => {
+                    let pieces = eval.result();
+                    return match pieces.first()?.location {
+                        Location::Address { address } => Some(address),
+                        _ => None,
+                    };
+                }
+                EvaluationResult::RequiresRegister { register, .. } => eval
+                    .resume_with_register(Value::Generic(get(register.0)?))
+                    .ok()?,
+                EvaluationResult::RequiresMemory { address, .. } => eval
+                    .resume_with_memory(Value::Generic(read(address)?))
+                    .ok()?,
+                _ => return None,
+            };
+        }
+        None
+    }
+
+    fn apply<'s>(
+        &self,
+        row: &UnwindTableRow<usize>,
+        ra_reg: Register,
+        expr: &dyn Fn(&UnwindExpression<usize>) -> Option<Expression<Slice<'s>>>,
+        get: &dyn Fn(u16) -> Option<u64>,
+        read: &mut dyn FnMut(u64) -> Option<u64>,
+    ) -> Option<CallerRegs> {
         let mask = if self.address_size == 4 {
             0xffff_ffff
         } else {
@@ -121,9 +240,8 @@ impl CfiTable {
             CfaRule::RegisterAndOffset { register, offset } => {
                 get(register.0)?.wrapping_add(*offset as u64) & mask
             }
-            CfaRule::Expression(_) => return None,
+            CfaRule::Expression(e) => self.evaluate(expr(e)?, None, get, read)? & mask,
         };
-        let ra_reg = fde.cie().return_address_register();
         let mut restored = Vec::new();
         let mut ra = get(ra_reg.0);
         for (reg, rule) in row.registers() {
@@ -138,6 +256,13 @@ impl CfiTable {
                 RegisterRule::Offset(n) => read(cfa.wrapping_add(*n as u64) & mask)?,
                 RegisterRule::ValOffset(n) => cfa.wrapping_add(*n as u64) & mask,
                 RegisterRule::Register(Register(r)) => get(*r)?,
+                RegisterRule::Expression(e) => {
+                    let at = self.evaluate(expr(e)?, Some(cfa), get, read)?;
+                    read(at & mask)?
+                }
+                RegisterRule::ValExpression(e) => {
+                    self.evaluate(expr(e)?, Some(cfa), get, read)? & mask
+                }
                 _ => return None,
             };
             if *reg == ra_reg {

@@ -16,8 +16,8 @@
 //! back to frame pointers where a module has no unwind info); 32-bit ARM through the EHABI
 //! tables (`.ARM.exidx`/`.ARM.extab`, see the `arm` module for why it is hand-written), with
 //! `.debug_frame` (read by gimli) first where it covers the address: gcc emits no EHABI
-//! entries for C code by default.
-//! Others report [`Outcome::Unsupported`] and keep only the sampled instruction pointer.
+//! entries for C code by default; i686 and RISC-V through DWARF CFI read and evaluated with
+//! gimli (`.eh_frame`, then `.debug_frame`), since framehop does not cover them.
 #![deny(missing_docs)]
 
 mod arm;

@@ -37,8 +37,13 @@ pub struct UnwindSections {
     pub(crate) text_segment: Option<Arc<[u8]>>,
     /// `.ARM.exidx` and `.ARM.extab` as one lookup table (32-bit ARM only).
     pub(crate) arm_exidx: Option<Arc<crate::arm::ExidxTable>>,
-    /// `.debug_frame`, indexed, for the hand-written unwinders (32-bit ARM).
+    /// `.debug_frame`, indexed, for the unwinders not built on framehop.
     pub(crate) cfi: Option<Arc<crate::cfi::CfiTable>>,
+    /// `.eh_frame`, indexed, for the unwinders not built on framehop (i686, RISC-V).
+    pub(crate) cfi_eh: Option<Arc<crate::cfi::CfiTable>>,
+    /// The ELF entry point (`_start`): a frame there is the outermost one, whether or not
+    /// the start code has unwind info.
+    pub(crate) entry: Option<u64>,
     segments: Vec<Segment>,
 }
 
@@ -69,7 +74,10 @@ impl UnwindSections {
     /// given, `.debug_frame` from a separate debug file.
     pub fn from_elf(image: &[u8], debug: Option<&[u8]>) -> Result<UnwindSections, Error> {
         let file = object::File::parse(image)?;
-        let mut s = UnwindSections::default();
+        let mut s = UnwindSections {
+            entry: Some(file.entry()).filter(|&e| e != 0),
+            ..Default::default()
+        };
         if let Some((r, d)) = section(&file, ".text") {
             s.text_svma = Some(r);
             s.text = Some(d);
@@ -103,14 +111,26 @@ impl UnwindSections {
                 }
             }
         }
-        // The hand-written unwinders (32-bit ARM) read .debug_frame through this index; a C
-        // library built without -funwind-tables has .debug_frame but no .ARM.exidx at all.
-        if file.architecture() == object::Architecture::Arm {
+        // The unwinders not built on framehop read CFI through these indexes. (A 32-bit ARM
+        // C library built without -funwind-tables has .debug_frame but no .ARM.exidx.)
+        if matches!(
+            file.architecture(),
+            object::Architecture::Arm | object::Architecture::I386 | object::Architecture::Riscv64
+        ) {
+            let size = if file.is_64() { 8 } else { 4 };
+            let big = !file.is_little_endian();
             if let Some(d) = &s.debug_frame {
-                let size = if file.is_64() { 8 } else { 4 };
                 s.cfi = Some(Arc::new(crate::cfi::CfiTable::debug_frame(
                     d.clone(),
-                    !file.is_little_endian(),
+                    big,
+                    size,
+                )));
+            }
+            if let (Some(r), Some(d)) = (&s.eh_frame_svma, &s.eh_frame) {
+                s.cfi_eh = Some(Arc::new(crate::cfi::CfiTable::eh_frame(
+                    d.clone(),
+                    r.start,
+                    big,
                     size,
                 )));
             }

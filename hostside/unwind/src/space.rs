@@ -16,6 +16,10 @@ use crate::signal;
 /// corrupt stack cannot make a sample cost unbounded time or memory.
 pub const MAX_FRAMES: usize = 1024;
 
+/// How far past the ELF entry point an address still counts as the start code (`_start` is a
+/// few dozen instructions on every ABI).
+const START_CODE_BYTES: u64 = 128;
+
 /// How an unwind ended. Reports count the outcomes, so a weak stack is never silent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -34,7 +38,8 @@ enum Inner {
     Aarch64(UnwinderAarch64<Data>, Box<CacheAarch64>),
     /// EHABI: modules are looked up in `AddressSpace::code`.
     Arm,
-    Other,
+    /// DWARF CFI through gimli (i686, RISC-V): modules are looked up in `AddressSpace::code`.
+    Cfi,
 }
 
 /// The modules of one process image (one exec of one process) and a rule cache.
@@ -71,7 +76,7 @@ impl AddressSpace {
             Arch::X86_64 => Inner::X86_64(UnwinderX86_64::new(), Box::new(CacheX86_64::new())),
             Arch::Aarch64 => Inner::Aarch64(UnwinderAarch64::new(), Box::new(CacheAarch64::new())),
             Arch::Arm => Inner::Arm,
-            _ => Inner::Other,
+            Arch::X86 | Arch::Riscv64 => Inner::Cfi,
         };
         AddressSpace {
             inner,
@@ -93,7 +98,7 @@ impl AddressSpace {
             Inner::Aarch64(u, _) => {
                 u.add_module(Module::new(name.to_string(), avma, bias, section_info(s)))
             }
-            Inner::Arm | Inner::Other => {}
+            Inner::Arm | Inner::Cfi => {}
         }
     }
 
@@ -139,6 +144,9 @@ impl AddressSpace {
         };
         if let Inner::Arm = self.inner {
             return self.unwind_arm(regs, stack, out);
+        }
+        if let Inner::Cfi = self.inner {
+            return self.unwind_cfi(regs, stack, out);
         }
         let saved = signal::saved_regs(self.arch);
         let start = out.len();
@@ -280,6 +288,90 @@ impl AddressSpace {
     }
 }
 
+impl AddressSpace {
+    /// DWARF CFI unwinding with gimli for i686 (DWARF registers: esp 4, ebp 5, eip 8) and
+    /// RISC-V (ra 1, sp 2, s0 8), `.eh_frame` first, `.debug_frame` as the fallback.
+    fn unwind_cfi(&self, regs: Registers, stack: &[u8], out: &mut Vec<u64>) -> Outcome {
+        let (sp_reg, fp_reg, ra_reg, word) = match self.arch {
+            Arch::X86 => (4u16, 5u16, None, 4usize),
+            _ => (2, 8, Some(1u16), 8),
+        };
+        let big_endian = self.big_endian;
+        let base = regs.sp;
+        let mut read = |addr: u64| -> Option<u64> {
+            let off = usize::try_from(addr.checked_sub(base)?).ok()?;
+            let b = stack.get(off..off.checked_add(word)?)?;
+            Some(match (word, big_endian) {
+                (4, false) => u64::from(u32::from_le_bytes(b.try_into().ok()?)),
+                (4, true) => u64::from(u32::from_be_bytes(b.try_into().ok()?)),
+                (_, false) => u64::from_le_bytes(b.try_into().ok()?),
+                (_, true) => u64::from_be_bytes(b.try_into().ok()?),
+            })
+        };
+        let mut r = [None::<u64>; 64];
+        r[sp_reg as usize] = Some(regs.sp);
+        r[fp_reg as usize] = Some(regs.fp);
+        if let Some(ra) = ra_reg {
+            r[ra as usize] = Some(regs.lr);
+        }
+        let mut pc = regs.pc;
+        let start = out.len();
+        out.push(pc);
+        let mut first = true;
+        loop {
+            if out.len() - start >= MAX_FRAMES {
+                return Outcome::Truncated;
+            }
+            let lookup = if first { pc } else { pc.wrapping_sub(1) };
+            first = false;
+            let Some((_, bias, sections)) = self
+                .code
+                .iter()
+                .find(|(range, _, _)| range.contains(&lookup))
+            else {
+                return Outcome::Truncated;
+            };
+            let svma = lookup.wrapping_sub(*bias);
+            let table = [&sections.cfi_eh, &sections.cfi]
+                .into_iter()
+                .flatten()
+                .find(|t| t.covers(svma));
+            // The entry point's start code is the outermost frame; its CFI, if any, often
+            // describes no caller (or a bogus one).
+            let at_entry = sections
+                .entry
+                .is_some_and(|e| svma >= e && svma < e.saturating_add(START_CODE_BYTES));
+            if at_entry {
+                return Outcome::Complete;
+            }
+            let Some(table) = table else {
+                return Outcome::Truncated;
+            };
+            let now = r;
+            let Some(caller) =
+                table.step(svma, &|n| now.get(n as usize).copied().flatten(), &mut read)
+            else {
+                return Outcome::Truncated;
+            };
+            for (reg, v) in caller.restored {
+                if let Some(slot) = r.get_mut(reg as usize) {
+                    *slot = Some(v);
+                }
+            }
+            let old_sp = r[sp_reg as usize];
+            r[sp_reg as usize] = Some(caller.cfa);
+            let Some(ra) = caller.ra.filter(|&a| a != 0) else {
+                return Outcome::Complete;
+            };
+            if ra == pc && old_sp == Some(caller.cfa) {
+                return Outcome::Truncated;
+            }
+            pc = ra;
+            out.push(ra);
+        }
+    }
+}
+
 /// The registers being unwound, in each unwinder's own type.
 enum State {
     X86_64(UnwindRegsX86_64),
@@ -291,7 +383,7 @@ impl State {
     fn new(inner: &Inner, regs: Registers, max_avma: u64) -> State {
         match inner {
             Inner::X86_64(..) => State::X86_64(UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp)),
-            Inner::Arm | Inner::Other => State::Other,
+            Inner::Arm | Inner::Cfi => State::Other,
             Inner::Aarch64(..) => State::Aarch64(UnwindRegsAarch64::new_with_ptr_auth_mask(
                 PtrAuthMask::from_max_known_address(max_avma),
                 regs.lr,
@@ -346,7 +438,13 @@ mod tests {
             rng ^= rng << 17;
             rng
         };
-        for arch in [Arch::X86_64, Arch::Aarch64, Arch::Arm] {
+        for arch in [
+            Arch::X86_64,
+            Arch::Aarch64,
+            Arch::Arm,
+            Arch::X86,
+            Arch::Riscv64,
+        ] {
             let mut space = AddressSpace::new(arch, false);
             space.add_module("self", avma.clone(), bias, &s);
             for i in 0..5000 {
