@@ -142,6 +142,15 @@ impl<'a> Dec<'a> {
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
+    /// One raw byte.
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        let Some(&b) = self.data.get(self.pos) else {
+            return Err(DecodeError::Truncated(self.pos));
+        };
+        self.pos += 1;
+        Ok(b)
+    }
+
     /// A flag byte.
     pub fn bool(&mut self) -> Result<bool, DecodeError> {
         let Some(&b) = self.data.get(self.pos) else {

@@ -24,6 +24,7 @@
 
 mod arch;
 pub mod codec;
+mod heap_batch;
 mod reader;
 mod record;
 mod writer;
@@ -33,5 +34,6 @@ pub use reader::{Damage, OpenError, Reader, Summary};
 pub use record::*;
 pub use writer::{FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT};
 
-/// The format version this crate writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this crate writes and the newest it reads. Version 2 added batched heap
+/// events (a reader of version 1 would skip them silently, so it must refuse such files).
+pub const FORMAT_VERSION: u32 = 2;

@@ -78,6 +78,8 @@ pub struct Reader<'a> {
     /// decompressing a small frame).
     dctx: Option<zstd::bulk::Decompressor<'static>>,
     opts: DecodeOptions,
+    /// Records expanded from a heap batch, handed out before the next record of the frame.
+    pending: std::collections::VecDeque<Record>,
     summary: Summary,
     stopped: bool,
     header: Header,
@@ -94,6 +96,7 @@ impl<'a> Reader<'a> {
             frame_pos: 0,
             dctx: None,
             opts: DecodeOptions::default(),
+            pending: std::collections::VecDeque::new(),
             summary: Summary::default(),
             stopped: false,
             header: Header::default(),
@@ -134,9 +137,13 @@ impl<'a> Reader<'a> {
     /// The next record, or `None` at the end of the data or the first damage.
     pub fn next_record(&mut self) -> Option<Record> {
         loop {
+            if let Some(r) = self.pending.pop_front() {
+                return Some(r);
+            }
             if self.frame_pos < self.frame.len() {
                 match self.decode_in_frame() {
-                    Ok(r) => {
+                    Ok(None) => continue,
+                    Ok(Some(r)) => {
                         if matches!(r, Record::End(_)) {
                             self.summary.complete = true;
                         }
@@ -156,21 +163,29 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn decode_in_frame(&mut self) -> Result<Record, DecodeError> {
+    /// The next record of the current frame; `None` when it was a heap batch, whose records
+    /// are now in `pending`.
+    fn decode_in_frame(&mut self) -> Result<Option<Record>, DecodeError> {
         let rest = &self.frame[self.frame_pos..];
         let tag = rest[0];
         let mut d = Dec::new(&rest[1..]);
         let payload = d.bytes()?;
         let used = 1 + (rest.len() - 1 - d.remaining());
+        if tag == crate::record::tag::HEAP_BATCH {
+            crate::heap_batch::expand(payload, &mut self.pending)?;
+            self.frame_pos += used;
+            return Ok(None);
+        }
         let r = Record::decode_with(tag, payload, self.opts)?;
         self.frame_pos += used;
-        Ok(r)
+        Ok(Some(r))
     }
 
     fn stop(&mut self, damage: Damage) {
         self.summary.bytes_discarded = (self.data.len() - self.pos) as u64;
         self.summary.damage = Some(damage);
         self.stopped = true;
+        self.pending.clear();
         self.frame.clear();
         self.frame_pos = 0;
     }

@@ -296,7 +296,7 @@ pub enum Record {
     Unknown(u8),
 }
 
-mod tag {
+pub(crate) mod tag {
     pub const HEADER: u8 = 1;
     pub const COMM: u8 = 2;
     pub const FORK: u8 = 3;
@@ -311,6 +311,8 @@ mod tag {
     pub const RSS: u8 = 12;
     pub const BLOB: u8 = 13;
     pub const END: u8 = 14;
+    /// A run of one process's Alloc/Free events, see `heap_batch`; expanded by the reader.
+    pub const HEAP_BATCH: u8 = 15;
 }
 
 impl Record {

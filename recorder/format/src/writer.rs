@@ -7,7 +7,9 @@
 
 use std::io;
 
-use crate::record::{End, Header, Record};
+use crate::codec::Enc;
+use crate::heap_batch::BatchBuilder;
+use crate::record::{tag, End, Header, Record};
 
 /// Where frames go. A file syncs with `fdatasync`; tests may use memory.
 pub trait Sink {
@@ -50,6 +52,10 @@ pub struct FrameWriter<S: Sink> {
     buf: Vec<u8>,
     /// Payload scratch for [`Record::encode_with`]: no allocation per record.
     scratch: Vec<u8>,
+    /// Consecutive heap events of one process, written as one batch record (see
+    /// `heap_batch`): any other record, or a flush, writes the batch first, so file order
+    /// is event order.
+    heap: BatchBuilder,
     compressor: zstd::bulk::Compressor<'static>,
     frames: u64,
     bytes_written: u64,
@@ -66,6 +72,7 @@ impl<S: Sink> FrameWriter<S> {
             sink,
             buf: Vec::with_capacity(64 << 10),
             scratch: Vec::with_capacity(256),
+            heap: BatchBuilder::default(),
             compressor,
             frames: 0,
             bytes_written: 0,
@@ -76,12 +83,30 @@ impl<S: Sink> FrameWriter<S> {
     }
 
     /// Buffers one record; closes a frame early when the buffer passes [`SOFT_FRAME_LIMIT`].
+    /// Heap events (`Alloc`/`Free`) are gathered into compact batches; readers give them back
+    /// one by one, in the same order.
     pub fn push(&mut self, record: &Record) -> io::Result<()> {
-        record.encode_with(&mut self.buf, &mut self.scratch);
+        if matches!(record, Record::Alloc(_) | Record::Free(_)) {
+            if !self.heap.accepts(record) {
+                self.write_batch();
+            }
+            self.heap.add(record);
+        } else {
+            self.write_batch();
+            record.encode_with(&mut self.buf, &mut self.scratch);
+        }
         if self.buf.len() >= SOFT_FRAME_LIMIT {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// Moves the pending heap batch, if any, into the frame buffer as one record.
+    fn write_batch(&mut self) {
+        if self.heap.take(&mut self.scratch) {
+            self.buf.push(tag::HEAP_BATCH);
+            Enc::new(&mut self.buf).bytes(&self.scratch);
+        }
     }
 
     /// Uncompressed bytes waiting for the next frame.
@@ -91,6 +116,7 @@ impl<S: Sink> FrameWriter<S> {
 
     /// Closes the current frame: compress, write, `fdatasync`. A no-op when nothing is buffered.
     pub fn flush(&mut self) -> io::Result<()> {
+        self.write_batch();
         if self.buf.is_empty() {
             return Ok(());
         }
