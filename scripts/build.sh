@@ -6,4 +6,8 @@ scripts/setup.sh
 . scripts/env.sh
 cargo build --locked --release -p rec --target x86_64-unknown-linux-musl
 cargo build --locked --profile host -p hostside
+# The heap interposer for glibc programs on this machine (a musl-built library cannot load
+# into a glibc process), placed next to rec, where rec looks for it.
+cargo build --locked --release -p crossprof-heap
+cp "$CARGO_TARGET_DIR/release/libcrossprof_heap.so" "$(dirname "$CROSSPROF_REC")/"
 echo "built: $CROSSPROF_REC ($(stat -c %s "$CROSSPROF_REC") bytes), $CROSSPROF_HOSTSIDE" >&2

@@ -4,8 +4,26 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+// The default call-graph mode per architecture, from measurement (bench/RESULTS.md): stock
+// Yocto/Buildroot code has no frame pointers, and the stack copy costs the board about what
+// an fp chain costs, so `dwarf` wherever hostside has an unwinder for the architecture; `fp`
+// where it has none yet (i686, RISC-V), so those stacks are not reduced to their leaf.
+#[cfg(any(target_arch = "x86", target_arch = "riscv64"))]
+macro_rules! default_call_graph_name {
+    () => {
+        "fp"
+    };
+}
+#[cfg(not(any(target_arch = "x86", target_arch = "riscv64")))]
+macro_rules! default_call_graph_name {
+    () => {
+        "dwarf"
+    };
+}
+
 /// The help text. Hand-written, because rec uses a minimal parser to stay small.
-pub const HELP: &str = "\
+pub const HELP: &str = concat!(
+    "\
 rec: record CPU samples on this board for analysis elsewhere with `hostside`.
 
 Usage:
@@ -15,14 +33,24 @@ Usage:
 Options:
   -o, --out FILE        recording to write [default: crossprof.zst]
   -F, --freq HZ         samples per second per thread [default: 999]
-      --call-graph MODE how call stacks are captured [default: fp]
+      --call-graph MODE how call stacks are captured [default: ",
+    default_call_graph_name!(),
+    "]
                           fp           frame-pointer chains walked by the kernel: cheap,
-                                       complete for code built with -fno-omit-frame-pointer
-                          dwarf[=SIZE] copy the top SIZE bytes of the user stack (default
-                                       8192, at most 65528) and the registers with each
-                                       sample; hostside unwinds them with the debug
-                                       sysroot's unwind tables. For code without frame
-                                       pointers and for ARMv7 Thumb-2
+                                       complete only for code built with
+                                       -fno-omit-frame-pointer (useless for Thumb-2)
+                          dwarf[=SIZE] copy the used top of the user stack (at most SIZE
+                                       bytes, default 8192, max 65528) and the registers
+                                       with each sample; hostside unwinds them with the
+                                       debug sysroot's unwind tables. Full stacks for
+                                       ordinary -O2 builds, as Yocto and Buildroot make
+                                       them; costs about what fp costs on the board
+      --heap            also record every malloc-family call with its stack, through a
+                        preloaded library (libcrossprof_heap.so, found next to rec, in
+                        ../lib/crossprof/, or at $CROSSPROF_HEAP_LIB); launched,
+                        dynamically linked COMMANDs only
+      --no-cpu          no CPU sampling (with --heap: heap only; works where the kernel or
+                        an emulator has no perf events)
       --flush-ms MS     close, write and fdatasync a frame at least this often; everything
                         synced survives power loss or kill -9 [default: 1000]
       --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
@@ -40,7 +68,9 @@ launched COMMAND first).
 Examples:
   rec --out /tmp/t.zst ./app --its-args
   rec -F 4999 --duration 10 -p $(pidof daemon)
-";
+  rec --heap --no-cpu --out /tmp/h.zst ./app
+"
+);
 
 /// What to record.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +96,14 @@ impl CallGraph {
     pub const MAX_STACK: u32 = 65528;
     /// The stack copy `dwarf` takes when no size is given, as perf's default.
     pub const DEFAULT_STACK: u32 = 8192;
+
+    /// The default for the architecture rec was built for (see `default_call_graph_name`).
+    pub fn default_for_target() -> CallGraph {
+        match default_call_graph_name!() {
+            "fp" => CallGraph::Fp,
+            _ => CallGraph::Dwarf(Self::DEFAULT_STACK),
+        }
+    }
 
     /// Parses `fp`, `dwarf` or `dwarf=BYTES`.
     pub fn parse(mode: &str) -> Result<CallGraph, String> {
@@ -115,6 +153,10 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// What to record.
     pub target: Target,
+    /// Record heap allocations (`--heap`).
+    pub heap: bool,
+    /// Sample CPU (not `--no-cpu`).
+    pub cpu: bool,
 }
 
 /// What the command line asks for.
@@ -131,11 +173,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut p = lexopt::Parser::from_args(args);
     let mut out = PathBuf::from("crossprof.zst");
     let mut freq = 999u32;
-    let mut call_graph = CallGraph::Fp;
+    let mut call_graph = CallGraph::default_for_target();
     let mut flush = Duration::from_millis(1000);
     let mut duration = None;
     let mut pid = None;
     let mut command = Vec::new();
+    let mut heap = false;
+    let mut cpu = true;
     let err = |e: lexopt::Error| e.to_string();
     while let Some(arg) = p.next().map_err(err)? {
         match arg {
@@ -165,6 +209,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                 }
                 duration = Some(Duration::from_secs_f64(s));
             }
+            Long("heap") => heap = true,
+            Long("no-cpu") => cpu = false,
             Short('p') | Long("pid") => {
                 pid = Some(p.value().map_err(err)?.parse::<u32>().map_err(err)?)
             }
@@ -190,6 +236,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             return Err("nothing to record: give a COMMAND or -p PID (see rec --help)".into())
         }
     };
+    if heap && matches!(target, Target::Attach(_)) {
+        return Err("--heap cannot attach to a running process (-p): the heap library must be preloaded at start; launch the COMMAND under rec --heap".into());
+    }
+    if !heap && !cpu {
+        return Err("--no-cpu leaves nothing to record: add --heap".into());
+    }
     Ok(Parsed::Run(Options {
         out,
         freq,
@@ -197,6 +249,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         flush,
         duration,
         target,
+        heap,
+        cpu,
     }))
 }
 
@@ -235,7 +289,14 @@ mod tests {
         assert!(run(&["--freq", "0", "./a"]).is_err());
         assert!(run(&["--call-graph", "lbr", "./a"]).is_err());
         assert!(run(&["--call-graph", "dwarf=70000", "./a"]).is_err());
-        assert_eq!(run(&["./a"]).unwrap().call_graph, CallGraph::Fp);
+        assert_eq!(
+            run(&["./a"]).unwrap().call_graph,
+            CallGraph::default_for_target()
+        );
+        assert_eq!(
+            run(&["--call-graph", "fp", "./a"]).unwrap().call_graph,
+            CallGraph::Fp
+        );
         assert_eq!(
             run(&["--call-graph", "dwarf", "./a"]).unwrap().call_graph,
             CallGraph::Dwarf(8192)
@@ -247,5 +308,17 @@ mod tests {
             CallGraph::Dwarf(1000)
         );
         assert!(run(&["--bogus", "./a"]).is_err());
+    }
+
+    #[test]
+    fn heap_flags() {
+        let o = run(&["--heap", "--no-cpu", "./app"]).unwrap();
+        assert!(o.heap && !o.cpu);
+        let o = run(&["./app", "--heap"]).unwrap();
+        assert!(!o.heap && o.cpu, "flags after COMMAND belong to it");
+        assert!(run(&["--heap", "-p", "1"])
+            .unwrap_err()
+            .contains("cannot attach"));
+        assert!(run(&["--no-cpu", "./app"]).is_err());
     }
 }

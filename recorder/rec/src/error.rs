@@ -20,6 +20,10 @@ pub enum RecError {
     WriteFailed(String, io::Error),
     /// Any other I/O failure, with what was being done.
     Io(String, io::Error),
+    /// The heap interposer library cannot be found or used.
+    HeapLibrary(String),
+    /// `--heap` on a statically linked program, which nothing can be preloaded into.
+    StaticProgram(String),
 }
 
 impl fmt::Display for RecError {
@@ -45,6 +49,11 @@ impl fmt::Display for RecError {
                 "cannot write {p}: {e}; recording stopped there, the file is valid up to its last flush"
             ),
             RecError::Io(what, e) => write!(f, "{what}: {e}"),
+            RecError::HeapLibrary(why) => write!(f, "--heap: {why}"),
+            RecError::StaticProgram(p) => write!(
+                f,
+                "--heap: {p} is statically linked, so the heap library cannot be preloaded into it; rebuild it dynamically linked"
+            ),
         }
     }
 }

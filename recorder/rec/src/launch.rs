@@ -5,7 +5,7 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::RecError;
@@ -49,8 +49,12 @@ pub fn resolve(program: &OsStr) -> Option<PathBuf> {
         .find(|p| is_executable(p))
 }
 
-/// Forks a child that will run `command` once started.
-pub fn spawn(command: &[OsString]) -> Result<Launched, RecError> {
+/// Forks a child that will run `command` once started, with `extra_env` added to (or
+/// replacing in) rec's environment.
+pub fn spawn(
+    command: &[OsString],
+    extra_env: &[(OsString, OsString)],
+) -> Result<Launched, RecError> {
     let name = command[0].to_string_lossy().into_owned();
     let path = resolve(&command[0]).ok_or_else(|| RecError::CommandNotFound(name.clone()))?;
     let to_c =
@@ -62,6 +66,9 @@ pub fn spawn(command: &[OsString]) -> Result<Launched, RecError> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut argv: Vec<*const libc::c_char> = c_args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
+    let c_env = environment(extra_env);
+    let mut envp: Vec<*const libc::c_char> = c_env.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
 
     let io_err = |e: io::Error| RecError::Io("cannot create a pipe".into(), e);
     let (go_r, go_w) = pipe().map_err(io_err)?;
@@ -84,7 +91,7 @@ pub fn spawn(command: &[OsString]) -> Result<Launched, RecError> {
                 // rec died before starting us: do not run unrecorded.
                 libc::_exit(127);
             }
-            libc::execv(c_path.as_ptr(), argv.as_ptr());
+            libc::execve(c_path.as_ptr(), argv.as_ptr(), envp.as_ptr());
             let errno = *libc::__errno_location();
             libc::write(
                 err_w.as_raw_fd(),
@@ -102,6 +109,28 @@ pub fn spawn(command: &[OsString]) -> Result<Launched, RecError> {
         exec_error: err_r,
         program: name,
     })
+}
+
+/// rec's environment with `extra` set, as `NAME=value` C strings (built before the fork:
+/// the child may not allocate).
+fn environment(extra: &[(OsString, OsString)]) -> Vec<CString> {
+    let mut out = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        if extra.iter().any(|(e, _)| *e == k) {
+            continue;
+        }
+        let mut kv = k.into_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        out.extend(CString::new(kv).ok());
+    }
+    for (k, v) in extra {
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        out.extend(CString::new(kv).ok());
+    }
+    out
 }
 
 impl Launched {

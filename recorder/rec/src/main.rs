@@ -5,6 +5,7 @@
 
 mod cli;
 mod error;
+mod heap;
 mod identity;
 mod launch;
 mod perf;

@@ -60,6 +60,16 @@ pub fn maps(pid: u32) -> io::Result<Vec<MapLine>> {
     ))?))
 }
 
+/// Resident pages of a process (second field of /proc/PID/statm).
+pub fn statm_resident(pid: u32) -> Option<u64> {
+    parse_statm(&fs::read_to_string(format!("/proc/{pid}/statm")).ok()?)
+}
+
+/// Parses the resident-pages field of a statm line.
+pub fn parse_statm(text: &str) -> Option<u64> {
+    text.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
 /// Thread ids of a process.
 pub fn threads(pid: u32) -> io::Result<Vec<u32>> {
     let mut tids: Vec<u32> = fs::read_dir(format!("/proc/{pid}/task"))?
@@ -228,6 +238,13 @@ mod tests {
         assert_eq!(m[0].inode, 1234);
         assert_eq!(m[1].path, "[vdso]");
         assert_eq!(m[2].path, "");
+    }
+
+    #[test]
+    fn statm_parses() {
+        assert_eq!(parse_statm("1000 250 30 5 0 100 0\n"), Some(250));
+        assert_eq!(parse_statm("garbage"), None);
+        assert!(statm_resident(std::process::id()).is_some_and(|p| p > 0));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crossprof_format::{Arch, Blob, Comm, End, FrameWriter, Header, Mmap, Record,
 
 use crate::cli::{Options, Target};
 use crate::error::RecError;
+use crate::heap::{self, Heap, MapsSource};
 use crate::identity::Identities;
 use crate::launch;
 use crate::perf::events::{self, Events};
@@ -24,6 +25,11 @@ use crate::signals;
 
 /// How long the main loop sleeps at most between drains.
 const POLL_MS: i32 = 100;
+/// With `--heap`, the interposers' rings are drained this often (ms): a 2 MiB ring then only
+/// fills when a process makes more than ~6 M events per second.
+const HEAP_POLL_MS: i32 = 10;
+/// RSS is sampled this often with `--heap`.
+const RSS_EVERY: Duration = Duration::from_millis(100);
 /// How long a launched command may take to exit after being asked to stop.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -145,14 +151,14 @@ fn header(opts: &Options, kernel: bool) -> Header {
         clock: "monotonic".into(),
         start_unix_ns: clock_ns(libc::CLOCK_REALTIME),
         start_clock_ns: monotonic_ns(),
-        sample_freq: opts.freq,
+        sample_freq: if opts.cpu { opts.freq } else { 0 },
         call_graph: if kernel {
             opts.call_graph.name()
         } else {
             format!("{} (user only)", opts.call_graph.name())
         },
         rec_version: env!("CARGO_PKG_VERSION").into(),
-        event: "cpu-clock".into(),
+        event: if opts.cpu { "cpu-clock" } else { "none" }.into(),
     }
 }
 
@@ -234,11 +240,13 @@ fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>, layout: p
     }
 }
 
-fn wait_readable(events: &Events, timeout_ms: i32) {
+fn wait_readable(events: &Events, heap: Option<&Heap>, timeout_ms: i32) {
     let mut fds: Vec<libc::pollfd> = events.fds[..events.rings.len()]
         .iter()
+        .map(|fd| fd.as_raw_fd())
+        .chain(heap.map(|h| h.fd()))
         .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
+            fd,
             events: libc::POLLIN,
             revents: 0,
         })
@@ -253,13 +261,32 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
     let request = events::Request {
         freq: opts.freq,
         call_graph: opts.call_graph,
+        cpu: opts.cpu,
     };
     let layout = request.layout();
+    let mut heap = match (&opts.target, opts.heap) {
+        (Target::Launch(cmd), true) => Some(prepare_heap(cmd)?),
+        _ => None,
+    };
     let (events, mut child) = match &opts.target {
         Target::Launch(cmd) => {
-            let child = launch::spawn(cmd)?;
+            let env = match &heap {
+                Some((h, lib)) => heap::preload::environment(lib, h.socket_name()),
+                None => Vec::new(),
+            };
+            let child = launch::spawn(cmd, &env)?;
             match events::for_launch(child.pid, &request) {
                 Ok(ev) => (ev, Some(child)),
+                // Heap only, and no perf events here (qemu-user, kernels without
+                // CONFIG_PERF_EVENTS, paranoid settings): maps come from /proc instead.
+                Err(RecError::NoPerf(_)) | Err(RecError::Paranoid(_))
+                    if heap.is_some() && !opts.cpu =>
+                {
+                    if let Some((h, _)) = heap.as_mut() {
+                        h.set_source(MapsSource::Procfs);
+                    }
+                    (Events::none(), Some(child))
+                }
                 Err(e) => {
                     // Dropping the start pipe makes the child exit without running.
                     child.start_never();
@@ -312,9 +339,28 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
     let mut scratch = Vec::with_capacity(4096);
     let mut stop_at: Option<Instant> = None;
     let mut status = 0;
+    let mut heap = heap.map(|(h, _)| h);
+    let mut last_rss = Instant::now();
+    let poll_ms = if heap.is_some() {
+        HEAP_POLL_MS
+    } else {
+        POLL_MS
+    };
+    if heap.is_some() {
+        signals::install_doorbell();
+    }
     loop {
-        wait_readable(&events, POLL_MS);
+        let urgent = heap.as_ref().is_some_and(|h| h.urgent());
+        wait_readable(&events, heap.as_ref(), if urgent { 0 } else { poll_ms });
         drain(&mut events, &mut out, &mut scratch, layout);
+        if let Some(h) = heap.as_mut() {
+            h.tick(&mut |r| out.record(r));
+            if last_rss.elapsed() >= RSS_EVERY {
+                h.sample_rss(&mut |r| out.record(r));
+                h.reap(&mut |r| out.record(r));
+                last_rss = Instant::now();
+            }
+        }
         if last_flush.elapsed() >= opts.flush {
             out.flush();
             last_flush = Instant::now();
@@ -357,6 +403,10 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
         }
     }
     drain(&mut events, &mut out, &mut scratch, layout);
+    if let Some(h) = heap.as_mut() {
+        h.sample_rss(&mut |r| out.record(r));
+        h.finish(&mut |r| out.record(r));
+    }
     write_kallsyms(&mut out);
     let end = End {
         time: monotonic_ns(),
@@ -378,7 +428,27 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
             out.lost
         );
     }
+    if let Some(h) = heap.as_ref().filter(|h| h.lost > 0) {
+        eprintln!(
+            "rec: {} heap events were lost (see the Lost records); counts are not exact",
+            h.lost
+        );
+    }
     Ok(status)
+}
+
+/// Everything `--heap` needs before the launch: the library, a program it can be preloaded
+/// into, and the socket the interposers will connect to.
+fn prepare_heap(cmd: &[std::ffi::OsString]) -> Result<(Heap, std::path::PathBuf), RecError> {
+    let lib = heap::preload::find_library()?;
+    if let Some(path) = launch::resolve(&cmd[0]) {
+        if heap::preload::is_static_elf(&path) {
+            return Err(RecError::StaticProgram(path.display().to_string()));
+        }
+    }
+    let h = Heap::new(MapsSource::Perf)
+        .map_err(|e| RecError::Io("--heap: cannot listen on a Unix socket".into(), e))?;
+    Ok((h, lib))
 }
 
 fn try_wait(pid: u32) -> Option<libc::c_int> {

@@ -31,6 +31,20 @@ pub fn install(child: Option<u32>) {
     }
 }
 
+extern "C" fn on_doorbell(_sig: libc::c_int) {}
+
+/// Makes `SIGURG` (the heap interposers' doorbell) interrupt rec's poll instead of being
+/// ignored; the handler does nothing, the main loop then drains.
+pub fn install_doorbell() {
+    // SAFETY: a zeroed sigaction with a valid no-op handler; no SA_RESTART.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_doorbell as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGURG, &sa, std::ptr::null_mut());
+    }
+}
+
 /// The signal that asked rec to stop, if one did.
 pub fn stop_requested() -> Option<i32> {
     match STOP.load(Ordering::SeqCst) {

@@ -12,6 +12,9 @@ pub const TYPE_SOFTWARE: u32 = 1;
 /// `PERF_COUNT_SW_CPU_CLOCK`: a timer-driven event that works without a hardware PMU (VMs,
 /// many ARM boards whose PMU interrupt is not wired up).
 pub const SW_CPU_CLOCK: u64 = 0;
+/// `PERF_COUNT_SW_DUMMY`: never fires; carries MMAP2/COMM/FORK/EXIT side-band records when
+/// CPU sampling is off (`rec --heap --no-cpu`).
+pub const SW_DUMMY: u64 = 9;
 
 /// `PERF_SAMPLE_*` bits.
 pub mod sample {

@@ -26,6 +26,9 @@ pub struct Request {
     pub freq: u32,
     /// How call stacks are captured.
     pub call_graph: CallGraph,
+    /// Sample the CPU; when false, a dummy event only reports maps, names and tasks
+    /// (`rec --heap --no-cpu`).
+    pub cpu: bool,
 }
 
 impl Request {
@@ -67,10 +70,23 @@ pub struct Events {
     pub settings: Settings,
 }
 
+impl Events {
+    /// No events at all: heap-only recording where perf is unavailable.
+    pub fn none() -> Events {
+        Events {
+            rings: Vec::new(),
+            fds: Vec::new(),
+            settings: Settings {
+                kernel: false,
+                build_id: false,
+            },
+        }
+    }
+}
+
 fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> PerfEventAttr {
     let pages = req.ring_pages();
     let mut flags = flag::INHERIT
-        | flag::FREQ
         | flag::MMAP
         | flag::MMAP2
         | flag::COMM
@@ -90,11 +106,18 @@ fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> Per
     if s.build_id {
         flags |= flag::BUILD_ID;
     }
+    if req.cpu {
+        flags |= flag::FREQ;
+    }
     let mut a = PerfEventAttr {
         type_: attr::TYPE_SOFTWARE,
         size: attr::ATTR_SIZE,
-        config: attr::SW_CPU_CLOCK,
-        sample_period_or_freq: req.freq.into(),
+        config: if req.cpu {
+            attr::SW_CPU_CLOCK
+        } else {
+            attr::SW_DUMMY
+        },
+        sample_period_or_freq: if req.cpu { req.freq.into() } else { 1 },
         sample_type: sample::IP
             | sample::TID
             | sample::TIME
@@ -106,7 +129,7 @@ fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> Per
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
     };
-    if let CallGraph::Dwarf(bytes) = req.call_graph {
+    if let (CallGraph::Dwarf(bytes), true) = (req.call_graph, req.cpu) {
         // Kernel frames still come from the kernel's own walk; user frames from the copy.
         a.sample_type |= sample::REGS_USER | sample::STACK_USER;
         a.sample_regs_user = regs::USER_MASK;

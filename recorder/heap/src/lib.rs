@@ -1,0 +1,49 @@
+//! `libcrossprof_heap.so`: the heap interposer that `rec --heap` preloads into the profiled
+//! program. It replaces the malloc family, forwards each call to the real allocator, and
+//! hands `rec` every allocation and free with the raw stack of the caller, in the order
+//! they happened, through a shared-memory ring (`crossprof-heap-wire`). It never symbolizes.
+//!
+//! Use it only through `rec --heap`; loaded without `rec` it forwards every call and records
+//! nothing. Constraints that shape it:
+//! - it runs inside `malloc`, so the hot path allocates nothing through `malloc` (its own
+//!   memory comes from `mmap`, see [`arena`]) and calls only async-signal-safe functions
+//!   (futexes, `clock_gettime`, plain stores), which is also what musl requires of a
+//!   replacement malloc; the one-time set-up (dlsym, dl_iterate_phdr, pthread_atfork, atexit)
+//!   runs at load time, except that an allocation made before it (by the initializer of a
+//!   library loaded earlier) scans the modules itself;
+//! - at exit it asks libstdc++ to free its start-up pool, as heaptrack does (`freeres.rs`);
+//! - it must never deadlock or stop the application, even when `rec` dies.
+//!
+//! Cost: one lock, one stack unwind (framehop, cached rules) and a ring write per event;
+//! memory: a 2 MiB ring and the trace tree (bounded, see [`trie`]) per process.
+//!
+//! Non-goals: statically linked programs (nothing can be preloaded), custom allocators that
+//! do not go through the malloc family, `mmap` tracking.
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+pub mod arena;
+mod freeres;
+mod hooks;
+mod lock;
+mod real;
+mod record;
+mod stack;
+mod sys;
+mod thread;
+mod transport;
+pub mod trie;
+
+/// The interposer's own allocations never go through the `malloc` it replaces.
+#[global_allocator]
+static ARENA: arena::Arena = arena::Arena::new();
+
+extern "C" fn on_load() {
+    record::init();
+}
+
+/// Runs [`record::init`] when the library is loaded (before the program's `main`).
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

@@ -1,0 +1,453 @@
+//! The event path: what happens after the real allocator returned. Takes the global lock,
+//! captures and interns the stack, and writes the event to the ring, so the ring holds the
+//! process's events in one total order.
+//!
+//! The traps, and what this module does about them:
+//! - recursion: calls the interposer makes itself run in "pass-through" mode (thread.rs),
+//!   and its own Rust allocations never reach `malloc` (arena.rs);
+//! - a signal handler that allocates while its thread is inside the event path (perhaps
+//!   holding the lock): it must not wait for itself, so it parks its event in a small
+//!   per-thread pending area that the interrupted event writes out after its own (stack from
+//!   the frame-pointer chain, as the unwinder's state may be mid-update); more than
+//!   [`PENDING`] nested events at once are counted as lost;
+//! - fork: the lock is taken around `fork` so the child never inherits it held; the child
+//!   drops the parent's ring and trace tree and connects anew with its own pid on its next
+//!   event (the child keeps recording);
+//! - `rec` dying: the ring push fails after rec's pid disappears and recording stops for good
+//!   in this process; the application runs on;
+//! - not started by `rec`: recording is off after one check; the hooks only forward.
+
+use core::cell::{Cell, UnsafeCell};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crossprof_heap_wire::{kind, MAX_FRAMES};
+
+use crate::lock::Lock;
+use crate::stack::{self, Modules};
+use crate::transport::{NoRing, Producer};
+use crate::trie::Trie;
+use crate::{sys, thread};
+
+/// Off once we know nothing is listening (or rec is gone); then hooks only forward.
+static ACTIVE: AtomicBool = AtomicBool::new(true);
+static LOCK: Lock = Lock::new();
+/// An address outside every known module was seen: rebuild the module list.
+static RESCAN: AtomicBool = AtomicBool::new(false);
+static LAST_RESCAN: AtomicU64 = AtomicU64::new(0);
+/// The module list is installed (by [`init`], or by the first event when that came earlier).
+static HAVE_MODULES: AtomicBool = AtomicBool::new(false);
+static FORK_LOCKED: AtomicBool = AtomicBool::new(false);
+
+struct State {
+    producer: Option<Producer>,
+    /// Connecting failed for good.
+    off: bool,
+    trie: Trie,
+    modules: Option<Modules>,
+}
+
+struct Global(UnsafeCell<State>);
+// SAFETY: the state is only touched with LOCK held (or in a fork child, single-threaded).
+unsafe impl Sync for Global {}
+
+static STATE: Global = Global(UnsafeCell::new(State {
+    producer: None,
+    off: false,
+    trie: Trie::new(),
+    modules: None,
+}));
+
+/// # Safety
+/// The caller holds LOCK (or is the only thread).
+#[allow(clippy::mut_from_ref)]
+unsafe fn state() -> &'static mut State {
+    // SAFETY: per the function's contract.
+    unsafe { &mut *STATE.0.get() }
+}
+
+// ---- nested events (signal handlers that interrupt the event path) ---------------------
+
+/// Nested events a thread can park until its interrupted event finishes.
+pub const PENDING: usize = 4;
+const PENDING_FRAMES: usize = 16;
+
+#[derive(Clone, Copy)]
+struct Pending {
+    kind: u8,
+    tid: u32,
+    time: u64,
+    old: u64,
+    addr: u64,
+    size: u64,
+    n: usize,
+    ips: [u64; PENDING_FRAMES],
+}
+
+const EMPTY: Pending = Pending {
+    kind: 0,
+    tid: 0,
+    time: 0,
+    old: 0,
+    addr: 0,
+    size: 0,
+    n: 0,
+    ips: [0; PENDING_FRAMES],
+};
+
+thread_local! {
+    /// Per thread: only that thread's signal handlers write it, only that thread drains it,
+    /// and a handler runs to completion before the code it interrupted resumes.
+    static PENDING_AREA: UnsafeCell<[Pending; PENDING]> = const { UnsafeCell::new([EMPTY; PENDING]) };
+    static PENDING_USED: Cell<usize> = const { Cell::new(0) };
+}
+static PENDING_LOST: AtomicU64 = AtomicU64::new(0);
+/// The interposer's own code range, readable without the lock (for nested captures).
+static OWN_START: AtomicU64 = AtomicU64::new(0);
+static OWN_END: AtomicU64 = AtomicU64::new(0);
+
+fn install_modules(st: &mut State, m: Modules) -> Option<Modules> {
+    OWN_START.store(m.own.start, Ordering::Relaxed);
+    OWN_END.store(m.own.end, Ordering::Relaxed);
+    st.modules.replace(m)
+}
+
+/// Kind used in pending slots for a realloc (a free and an alloc written together).
+const REALLOC: u8 = 0xff;
+
+// ---- public entry points ---------------------------------------------------------------
+
+/// Called once at load time: find the real allocator, the modules, register fork handlers
+/// and the exit handler ([`crate::freeres`]), and connect (so `rec` sees the process, and
+/// reads its maps, at once).
+///
+/// Libraries the interposer depends on, or that were loaded before it (libstdc++, whose
+/// start-up allocates its exception pool), run their initializers before this one: their
+/// allocations arrive before `init`, and the first of them installs the module list itself
+/// (see [`ensure_modules`]) so that they get their stacks too.
+pub fn init() {
+    crate::real::resolve();
+    if sys::env(crossprof_heap_wire::ENV_SOCKET).is_none() {
+        ACTIVE.store(false, Ordering::Release);
+        return;
+    }
+    thread::pass_through(|| {
+        // SAFETY: the handlers are plain extern "C" functions that stay loaded.
+        unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    });
+    crate::freeres::register();
+    let tid = thread::tid();
+    ensure_modules(tid);
+    LOCK.lock(tid);
+    // SAFETY: LOCK is held.
+    let st = unsafe { state() };
+    connect(st);
+    LOCK.unlock();
+}
+
+/// Whether events are still being recorded in this process.
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
+/// Installs the module list if no one has yet: from [`init`], or from the first event when
+/// that comes before `init` (an allocation made by the initializer of a library loaded before
+/// the interposer). Scans without the lock (`dl_iterate_phdr` takes the loader's). Safe that
+/// early: the loader has mapped and relocated every initial module before it runs any
+/// initializer, the scan allocates only from the interposer's arena, and the thread-locals it
+/// touches are const-initialized (valid from the thread's first instruction). Only the first
+/// events of a process (before `init` completes) can reach the scan, so the musl rule of
+/// [`maybe_rescan`] holds: musl's loader never calls the interposed malloc before it runs the
+/// initializers.
+fn ensure_modules(tid: u32) {
+    if HAVE_MODULES.load(Ordering::Acquire) {
+        return;
+    }
+    let fresh = stack::rescan();
+    LOCK.lock(tid);
+    // SAFETY: LOCK is held.
+    let st = unsafe { state() };
+    // Two threads may race here (a library initializer that starts a thread): one list wins.
+    let spare = if st.modules.is_none() {
+        install_modules(st, fresh);
+        None
+    } else {
+        Some(fresh)
+    };
+    HAVE_MODULES.store(true, Ordering::Release);
+    LOCK.unlock();
+    drop(spare);
+}
+
+/// Records an allocation of `size` bytes at `addr`.
+#[inline(always)]
+pub fn alloc(addr: *mut core::ffi::c_void, size: usize) {
+    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() && !thread::passing_through() {
+        event(kind::ALLOC, 0, addr as u64, size as u64);
+    }
+}
+
+/// Records a free of `addr` (free(NULL) is not an event).
+#[inline(always)]
+pub fn free(addr: *mut core::ffi::c_void) {
+    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() && !thread::passing_through() {
+        event(kind::FREE, 0, addr as u64, 0);
+    }
+}
+
+/// Records a successful realloc: `Free{old}` (when old is not NULL) then `Alloc{new, size}`,
+/// back to back under one lock, as heaptrack's realloc hook does.
+#[inline(always)]
+pub fn realloc(old: *mut core::ffi::c_void, new: *mut core::ffi::c_void, size: usize) {
+    if ACTIVE.load(Ordering::Relaxed) && !new.is_null() && !thread::passing_through() {
+        event(REALLOC, old as u64, new as u64, size as u64);
+    }
+}
+
+#[inline(never)]
+fn event(k: u8, old: u64, addr: u64, size: u64) {
+    let nested_call = thread::enter();
+    let tid = thread::tid();
+    let bounds = thread::stack_bounds();
+    if nested_call {
+        nested(k, tid, old, addr, size, bounds);
+    } else {
+        locked_event(k, tid, old, addr, size, bounds);
+    }
+    thread::leave();
+}
+
+fn locked_event(k: u8, tid: u32, old: u64, addr: u64, size: u64, bounds: (usize, usize)) {
+    if !HAVE_MODULES.load(Ordering::Acquire)
+        && k != kind::FREE
+        && sys::env(crossprof_heap_wire::ENV_SOCKET).is_some()
+    {
+        ensure_modules(tid);
+    }
+    maybe_rescan(tid);
+    LOCK.lock(tid);
+    // SAFETY: LOCK is held.
+    let st = unsafe { state() };
+    if st.producer.is_none() && !connect(st) {
+        LOCK.unlock();
+        return;
+    }
+    let time = sys::now_ns();
+    let ok = write_pending(st) && write(st, k, tid, time, old, addr, size, bounds);
+    let ok = ok && write_pending(st);
+    if !ok {
+        stop(st);
+    }
+    LOCK.unlock();
+}
+
+/// Writes one event (with its stack for allocations). `false` when rec is gone.
+#[allow(clippy::too_many_arguments)]
+fn write(
+    st: &mut State,
+    k: u8,
+    tid: u32,
+    time: u64,
+    old: u64,
+    addr: u64,
+    size: u64,
+    bounds: (usize, usize),
+) -> bool {
+    if k == kind::FREE {
+        return push(st, kind::FREE, tid, &[time, addr]);
+    }
+    let mut ips = [0u64; MAX_FRAMES];
+    let n = match st.modules.as_mut() {
+        Some(m) => {
+            let (n, unknown) = stack::capture(m, &mut ips, bounds);
+            if unknown {
+                RESCAN.store(true, Ordering::Relaxed);
+            }
+            n
+        }
+        None => 0,
+    };
+    alloc_event(st, tid, time, old, addr, size, &ips[..n])
+}
+
+#[allow(clippy::too_many_arguments)]
+fn alloc_event(
+    st: &mut State,
+    tid: u32,
+    time: u64,
+    old: u64,
+    addr: u64,
+    size: u64,
+    ips: &[u64],
+) -> bool {
+    let mut parent = 0;
+    for &ip in ips.iter().rev() {
+        let Some((id, new)) = st.trie.intern(parent, ip) else {
+            break;
+        };
+        if new && !push(st, kind::NODE, tid, &[id, parent, ip]) {
+            return false;
+        }
+        parent = id;
+    }
+    if old != 0 && !push(st, kind::FREE, tid, &[time, old]) {
+        return false;
+    }
+    push(st, kind::ALLOC, tid, &[time, addr, size, parent])
+}
+
+fn push(st: &mut State, k: u8, tid: u32, payload: &[u64]) -> bool {
+    match st.producer.as_mut() {
+        Some(p) => p.push(k, tid, payload),
+        None => false,
+    }
+}
+
+fn connect(st: &mut State) -> bool {
+    if st.off {
+        return false;
+    }
+    match Producer::connect() {
+        Ok(p) => {
+            st.producer = Some(p);
+            true
+        }
+        Err(NoRing::NotRecording) | Err(NoRing::Sys(_)) => {
+            stop(st);
+            false
+        }
+    }
+}
+
+fn stop(st: &mut State) {
+    st.off = true;
+    st.producer = None;
+    ACTIVE.store(false, Ordering::Release);
+}
+
+/// Writes the events this thread's signal handlers parked. `false` when rec is gone.
+fn write_pending(st: &mut State) -> bool {
+    let lost = PENDING_LOST.swap(0, Ordering::Relaxed);
+    if lost > 0 {
+        if let Some(p) = st.producer.as_ref() {
+            p.lost(lost);
+        }
+    }
+    let mut done = 0;
+    loop {
+        let used = PENDING_USED.with(|u| u.get()).min(PENDING);
+        while done < used {
+            // SAFETY: slot `done` was filled by a handler on this thread that has returned;
+            // a handler that interrupts us now only writes slots past `used`.
+            let p = PENDING_AREA.with(|a| unsafe { (*a.get())[done] });
+            let ok = if p.kind == kind::FREE {
+                push(st, kind::FREE, p.tid, &[p.time, p.addr])
+            } else {
+                alloc_event(st, p.tid, p.time, p.old, p.addr, p.size, &p.ips[..p.n])
+            };
+            if !ok {
+                return false;
+            }
+            done += 1;
+        }
+        // Reset only if no handler added a slot meanwhile (it would have finished by now).
+        let reset = PENDING_USED.with(|u| {
+            if u.get().min(PENDING) == used {
+                u.set(0);
+                true
+            } else {
+                false
+            }
+        });
+        if reset {
+            return true;
+        }
+    }
+}
+
+fn nested(k: u8, tid: u32, old: u64, addr: u64, size: u64, bounds: (usize, usize)) {
+    let i = PENDING_USED.with(|u| {
+        let i = u.get();
+        u.set(i + 1);
+        i
+    });
+    if i >= PENDING {
+        PENDING_LOST.fetch_add(
+            if k == REALLOC && old != 0 { 2 } else { 1 },
+            Ordering::Relaxed,
+        );
+        return;
+    }
+    let own = OWN_START.load(Ordering::Relaxed)..OWN_END.load(Ordering::Relaxed);
+    let mut p = EMPTY;
+    p.kind = if k == REALLOC { kind::ALLOC } else { k };
+    p.tid = tid;
+    p.time = sys::now_ns();
+    p.old = old;
+    p.addr = addr;
+    p.size = size;
+    p.n = if k == kind::FREE {
+        0
+    } else {
+        stack::capture_fp(&mut p.ips, own, bounds)
+    };
+    // SAFETY: slot i is this thread's and no drain reads it before this handler returns.
+    PENDING_AREA.with(|a| unsafe { (*a.get())[i] = p });
+}
+
+/// Rebuilds the module list when an unknown address was seen (at most every 50 ms). Never
+/// with the lock held; never on musl, whose loader calls malloc with its own lock held.
+fn maybe_rescan(tid: u32) {
+    if cfg!(target_env = "musl") || !RESCAN.load(Ordering::Relaxed) {
+        return;
+    }
+    let now = sys::now_ns();
+    if now.saturating_sub(LAST_RESCAN.load(Ordering::Relaxed)) < 50_000_000 {
+        return;
+    }
+    LAST_RESCAN.store(now, Ordering::Relaxed);
+    RESCAN.store(false, Ordering::Relaxed);
+    let fresh = stack::rescan();
+    LOCK.lock(tid);
+    // SAFETY: LOCK is held.
+    let st = unsafe { state() };
+    let old = install_modules(st, fresh);
+    let ok = st.producer.is_none() || push(st, kind::MAPS, tid, &[now]);
+    if !ok {
+        stop(st);
+    }
+    LOCK.unlock();
+    drop(old);
+}
+
+// ---- fork ------------------------------------------------------------------------------
+
+extern "C" fn fork_prepare() {
+    // A fork from a signal handler that interrupted the event path must not wait for a lock
+    // its own thread may hold; the child resets the lock anyway.
+    if !thread::inside() {
+        LOCK.lock(thread::tid());
+        FORK_LOCKED.store(true, Ordering::Relaxed);
+    }
+}
+
+extern "C" fn fork_parent() {
+    if FORK_LOCKED.swap(false, Ordering::Relaxed) {
+        LOCK.unlock();
+    }
+}
+
+extern "C" fn fork_child() {
+    FORK_LOCKED.store(false, Ordering::Relaxed);
+    thread::reset_tid();
+    // SAFETY: the child has one thread; no one else can hold the lock.
+    let st = unsafe { state() };
+    // The parent's ring is shared memory: the child must not write to it. Producer has no
+    // Drop, so the mapping simply stays (a few MiB of address space) and is never used.
+    st.producer = None;
+    st.trie.reset();
+    PENDING_USED.with(|u| u.set(0));
+    LOCK.reset();
+    if ACTIVE.load(Ordering::Relaxed) {
+        st.off = false;
+    }
+}

@@ -1,0 +1,69 @@
+//! Capture through the C runtime's `_Unwind_Backtrace` for architectures framehop does not
+//! cover (ARMv7 with `.ARM.exidx`, i686, RISC-V). Correct but slow (no rule cache); the
+//! unwinder finds modules itself, so the module list here only names the interposer's range.
+
+use core::ffi::c_void;
+use core::ops::Range;
+
+use super::modules;
+
+#[repr(C)]
+struct Context {
+    _private: [u8; 0],
+}
+
+extern "C" {
+    fn _Unwind_Backtrace(
+        trace: extern "C" fn(*mut Context, *mut c_void) -> i32,
+        arg: *mut c_void,
+    ) -> i32;
+    fn _Unwind_GetIP(ctx: *mut Context) -> usize;
+}
+
+/// The interposer's own range (frames inside it are skipped).
+pub struct Modules {
+    /// The interposer's own code.
+    pub own: Range<u64>,
+}
+
+/// Finds the interposer's range.
+pub fn rescan() -> Modules {
+    let me = rescan as fn() -> Modules as usize as u64;
+    let own = modules::loaded()
+        .into_iter()
+        .find(|m| m.range.contains(&me))
+        .map_or(0..0, |m| m.range);
+    Modules { own }
+}
+
+struct Walk<'a> {
+    out: &'a mut [u64],
+    n: usize,
+    own: Range<u64>,
+}
+
+extern "C" fn step(ctx: *mut Context, arg: *mut c_void) -> i32 {
+    // SAFETY: arg is the Walk passed to _Unwind_Backtrace; ctx is valid during the callback.
+    let (w, ip) = unsafe { (&mut *(arg as *mut Walk<'_>), _Unwind_GetIP(ctx) as u64) };
+    if ip == 0 || w.n >= w.out.len() {
+        return 5; // _URC_END_OF_STACK
+    }
+    if !w.own.contains(&ip) {
+        w.out[w.n] = ip;
+        w.n += 1;
+    }
+    0
+}
+
+/// Captures the calling thread's stack (see the framehop variant).
+#[inline(never)]
+pub fn capture(m: &mut Modules, out: &mut [u64], _bounds: (usize, usize)) -> (usize, bool) {
+    let mut w = Walk {
+        out,
+        n: 0,
+        own: m.own.clone(),
+    };
+    // SAFETY: the callback matches the expected signature and only writes into `w`.
+    unsafe { _Unwind_Backtrace(step, &mut w as *mut Walk<'_> as *mut c_void) };
+    (w.n, false)
+}

@@ -1,0 +1,125 @@
+//! The few system calls the hot path makes, as thin wrappers. Every one of them is
+//! async-signal-safe (raw syscalls or the vDSO clock), which is what a malloc replacement may
+//! call on musl and what a signal handler that allocates needs.
+
+use core::sync::atomic::AtomicU32;
+
+/// CLOCK_MONOTONIC in nanoseconds, the clock `rec`'s perf events use, read at the kernel
+/// tick's resolution (CLOCK_MONOTONIC_COARSE, 1-10 ms): heap timelines need no finer (heaptrack
+/// stamps every 10 ms), the coarse read is cheaper, and runs of equal times let the recording
+/// compress to a fraction.
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec; clock_gettime is async-signal-safe.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's id (a system call; callers cache it).
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// The process id (a system call on current glibc; callers cache it).
+pub fn getpid() -> u32 {
+    // SAFETY: getpid cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// Waits while `*word == expected`, at most `timeout_ns` (0: no limit). `shared` selects a
+/// futex that another process (rec) wakes.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64, shared: bool) {
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as _,
+        tv_nsec: (timeout_ns % 1_000_000_000) as _,
+    };
+    let op = if shared {
+        libc::FUTEX_WAIT
+    } else {
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG
+    };
+    let tsp = if timeout_ns == 0 {
+        core::ptr::null()
+    } else {
+        &ts as *const libc::timespec
+    };
+    // SAFETY: word is a valid, aligned u32 for the duration of the call; the kernel only
+    // compares it. EINTR/EAGAIN/ETIMEDOUT are all fine: callers re-check their condition.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), op, expected, tsp) };
+}
+
+/// Wakes one waiter of a process-private futex.
+pub fn futex_wake_one(word: &AtomicU32) {
+    // SAFETY: as futex_wait.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            1,
+        )
+    };
+}
+
+/// Anonymous private memory, zeroed, or null.
+pub fn map_anon(bytes: usize) -> *mut u8 {
+    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        core::ptr::null_mut()
+    } else {
+        p as *mut u8
+    }
+}
+
+/// Reads a NUL-terminated environment variable without allocating (getenv is not
+/// async-signal-safe on every libc; reading `environ` is).
+pub fn env(name: &str) -> Option<&'static [u8]> {
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: environ is a NULL-terminated array of NUL-terminated strings owned by libc; we
+    // only read it, early in the process or on first use.
+    unsafe {
+        let mut p = environ;
+        if p.is_null() {
+            return None;
+        }
+        while !(*p).is_null() {
+            let s = core::ffi::CStr::from_ptr(*p).to_bytes();
+            if s.len() > name.len() && s.starts_with(name.as_bytes()) && s[name.len()] == b'=' {
+                return Some(&s[name.len() + 1..]);
+            }
+            p = p.add(1);
+        }
+    }
+    None
+}
+
+/// Parses a decimal number.
+pub fn parse_u32(s: &[u8]) -> Option<u32> {
+    if s.is_empty() || s.len() > 10 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (c - b'0') as u64;
+    }
+    u32::try_from(v).ok()
+}

@@ -1,0 +1,257 @@
+//! The producer end of the shared-memory ring to `rec` (protocol in `crossprof-heap-wire`).
+//!
+//! Connecting is a handful of system calls made once per process (after a fork, the child
+//! connects anew with its own pid; after an exec, the new image does): `memfd_create`,
+//! `mmap`, `socket`, `connect`, `sendmsg` of the memfd, `close`. Nothing stays open in the
+//! application (a program that closes every descriptor cannot break the transport), and every
+//! call is async-signal-safe. Writing is plain stores plus one release store of `head`.
+
+use core::sync::atomic::Ordering;
+
+use crossprof_heap_wire::{kind, Hello, RingHeader, Word, DEFAULT_DATA_BYTES, HEADER_BYTES, MAGIC};
+
+use crate::sys;
+
+/// A connected ring.
+pub struct Producer {
+    hdr: *const RingHeader,
+    data: *mut u64,
+    /// Data-area size in bytes.
+    size: u64,
+    head: u64,
+    rec_pid: u32,
+}
+
+// SAFETY: used only under the interposer's global lock.
+unsafe impl Send for Producer {}
+
+/// Why there is no ring: recording stays off for this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRing {
+    /// Not launched by `rec --heap` (no socket name in the environment).
+    NotRecording,
+    /// A system call failed (the errno), e.g. `rec` is gone (ECONNREFUSED).
+    Sys(i32),
+}
+
+fn errno() -> i32 {
+    // SAFETY: reading the thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+impl Producer {
+    /// Creates the ring and hands it to `rec`.
+    pub fn connect() -> Result<Producer, NoRing> {
+        let name = sys::env(crossprof_heap_wire::ENV_SOCKET).ok_or(NoRing::NotRecording)?;
+        let rec_pid = sys::env(crossprof_heap_wire::ENV_REC_PID)
+            .and_then(sys::parse_u32)
+            .unwrap_or(0);
+        if name.is_empty() || name.len() > 100 {
+            return Err(NoRing::NotRecording);
+        }
+        let map_bytes = HEADER_BYTES + DEFAULT_DATA_BYTES;
+        // SAFETY: plain system calls on descriptors we own; the mapping is fresh.
+        unsafe {
+            let fd = libc::syscall(
+                libc::SYS_memfd_create,
+                c"crossprof-heap".as_ptr(),
+                libc::MFD_CLOEXEC,
+            ) as i32;
+            if fd < 0 {
+                return Err(NoRing::Sys(errno()));
+            }
+            if libc::ftruncate(fd, map_bytes as libc::off_t) != 0 {
+                let e = errno();
+                libc::close(fd);
+                return Err(NoRing::Sys(e));
+            }
+            let base = libc::mmap(
+                core::ptr::null_mut(),
+                map_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                let e = errno();
+                libc::close(fd);
+                return Err(NoRing::Sys(e));
+            }
+            let hdr = base as *const RingHeader;
+            (*hdr)
+                .data_bytes
+                .store(DEFAULT_DATA_BYTES as u64, Ordering::Relaxed);
+            (*hdr).magic.store(MAGIC, Ordering::Release);
+            let sent = send_hello(name, fd, map_bytes);
+            libc::close(fd);
+            if let Err(e) = sent {
+                libc::munmap(base, map_bytes);
+                return Err(NoRing::Sys(e));
+            }
+            Ok(Producer {
+                hdr,
+                data: (base as *mut u8).add(HEADER_BYTES) as *mut u64,
+                size: DEFAULT_DATA_BYTES as u64,
+                head: 0,
+                rec_pid,
+            })
+        }
+    }
+
+    fn header(&self) -> &RingHeader {
+        // SAFETY: the header page stays mapped as long as the producer lives.
+        unsafe { &*self.hdr }
+    }
+
+    /// Counts events that could not be recorded.
+    pub fn lost(&self, n: u64) {
+        self.header().lost.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Appends one event, waiting for space while `rec` drains. `false` when `rec` is gone:
+    /// the caller stops recording (the application must never wait for a dead recorder).
+    pub fn push(&mut self, k: u8, tid: u32, payload: &[u64]) -> bool {
+        let bytes = 8 * (1 + payload.len() as u64);
+        let pos = self.head % self.size;
+        let contiguous = self.size - pos;
+        let need = if bytes <= contiguous {
+            bytes
+        } else {
+            contiguous + bytes
+        };
+        if !self.wait_for(need) {
+            return false;
+        }
+        if bytes > contiguous {
+            // SAFETY: pos is a word inside the data area.
+            unsafe { *self.data.add((pos / 8) as usize) = Word::new(kind::PAD, 0).0 };
+            self.head += contiguous;
+        }
+        let at = ((self.head % self.size) / 8) as usize;
+        // SAFETY: [at, at + 1 + len) fits before the end of the data area (checked above)
+        // and is free (wait_for).
+        unsafe {
+            *self.data.add(at) = Word::new(k, tid).0;
+            for (i, &w) in payload.iter().enumerate() {
+                *self.data.add(at + 1 + i) = w;
+            }
+        }
+        self.head += bytes;
+        let h = self.header();
+        h.head.store(self.head, Ordering::Release);
+        if self.head - h.tail.load(Ordering::Relaxed) > self.size / 2 {
+            self.ring_bell();
+        }
+        true
+    }
+
+    /// Asks rec to drain now rather than at its next tick (once until it has drained).
+    fn ring_bell(&self) {
+        if self.rec_pid != 0 && self.header().bell.swap(1, Ordering::AcqRel) == 0 {
+            // SAFETY: kill is async-signal-safe; SIGURG is ignored by default, so a recycled
+            // pid would not be hurt.
+            unsafe { libc::kill(self.rec_pid as i32, libc::SIGURG) };
+        }
+    }
+
+    fn wait_for(&self, need: u64) -> bool {
+        let h = self.header();
+        let mut waited = 0u32;
+        loop {
+            if h.closed.load(Ordering::Acquire) != 0 {
+                return false;
+            }
+            let tail = h.tail.load(Ordering::Acquire);
+            if self.size - (self.head - tail) >= need {
+                return true;
+            }
+            let seq = h.seq.load(Ordering::Acquire);
+            h.waiters.store(1, Ordering::Release);
+            self.ring_bell();
+            if self.size - (self.head - h.tail.load(Ordering::Acquire)) >= need {
+                return true;
+            }
+            sys::futex_wait(&h.seq, seq, 10_000_000, true);
+            waited += 1;
+            // About once a second, make sure rec still exists.
+            if waited >= 100 && self.rec_pid != 0 {
+                waited = 0;
+                // SAFETY: signal 0 only checks for existence.
+                let gone =
+                    unsafe { libc::kill(self.rec_pid as i32, 0) } != 0 && errno() == libc::ESRCH;
+                if gone {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+/// Sends the hello message with the memfd to `rec`'s abstract socket `name`.
+fn send_hello(name: &[u8], fd: i32, map_bytes: usize) -> Result<(), i32> {
+    // SAFETY: plain socket calls on a descriptor we own; all structures are local and valid.
+    unsafe {
+        let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return Err(errno());
+        }
+        let mut addr: libc::sockaddr_un = core::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        // Abstract namespace: sun_path[0] = 0, then the name.
+        for (i, &b) in name.iter().enumerate() {
+            addr.sun_path[1 + i] = b as libc::c_char;
+        }
+        let len = (core::mem::size_of::<libc::sa_family_t>() + 1 + name.len()) as u32;
+        let r = loop {
+            let r = libc::connect(s, &addr as *const _ as *const libc::sockaddr, len);
+            if r == 0 || errno() != libc::EINTR {
+                break r;
+            }
+        };
+        if r != 0 {
+            let e = errno();
+            libc::close(s);
+            return Err(e);
+        }
+        let hello = Hello {
+            magic: MAGIC,
+            pid: sys::getpid(),
+            ppid: libc::getppid() as u32,
+            map_bytes: map_bytes as u64,
+        }
+        .to_bytes();
+        let mut iov = libc::iovec {
+            iov_base: hello.as_ptr() as *mut libc::c_void,
+            iov_len: hello.len(),
+        };
+        #[repr(C)]
+        struct Cmsg {
+            hdr: libc::cmsghdr,
+            fd: i32,
+            pad: i32,
+        }
+        let mut cmsg: Cmsg = core::mem::zeroed();
+        cmsg.hdr.cmsg_level = libc::SOL_SOCKET;
+        cmsg.hdr.cmsg_type = libc::SCM_RIGHTS;
+        cmsg.hdr.cmsg_len = libc::CMSG_LEN(4) as _;
+        cmsg.fd = fd;
+        let mut msg: libc::msghdr = core::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = &mut cmsg as *mut Cmsg as *mut libc::c_void;
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let r = loop {
+            let r = libc::sendmsg(s, &msg, libc::MSG_NOSIGNAL);
+            if r >= 0 || errno() != libc::EINTR {
+                break r;
+            }
+        };
+        let e = errno();
+        libc::close(s);
+        if r != hello.len() as isize {
+            return Err(e);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! The protocol between the heap interposer (`libcrossprof_heap.so`, inside the application)
+//! and `rec`: one crate so that both ends can never drift apart, with no dependencies and no
+//! allocation (`no_std`) because the interposer's side runs inside `malloc`.
+//!
+//! Per process, the interposer creates a shared-memory ring (a memfd), connects to `rec`'s
+//! Unix socket (its name is in [`ENV_SOCKET`]) and hands the memfd over with one [`Hello`]
+//! message (`SCM_RIGHTS`). From then on events go through the ring only, no system call per
+//! event: the interposer is the single producer (it writes under its global lock, so the ring
+//! holds the process's events in the order they happened), `rec` the single consumer.
+//!
+//! The ring is a [`RingHeader`] page followed by a power-of-two data area of 8-byte words.
+//! An event is one header word ([`Word`]) followed by its payload words; an event never
+//! wraps: when it does not fit before the end, the producer writes [`kind::PAD`] and starts
+//! again at offset 0. Positions (`head`, `tail`) count bytes and never wrap.
+//!
+//! Early wake-up: when the ring passes half full, the producer rings [`RingHeader::bell`]
+//! and sends `SIGURG` (ignored by default, so harmless to anything but rec) to rec's pid.
+//!
+//! Backpressure instead of loss: when the ring is full the producer sets `waiters` and waits
+//! on the `seq` futex (with a timeout), which `rec` bumps and wakes after every drain. If
+//! `rec` is gone (its pid in [`ENV_REC_PID`] no longer exists, or it set `closed`), the
+//! producer stops recording and the application runs on.
+#![no_std]
+#![deny(missing_docs)]
+
+use core::sync::atomic::{AtomicU32, AtomicU64};
+
+/// Environment variable holding the abstract Unix socket name `rec` listens on.
+pub const ENV_SOCKET: &str = "CROSSPROF_HEAP_SOCKET";
+/// Environment variable holding `rec`'s pid, so a producer can tell a slow `rec` from a dead one.
+pub const ENV_REC_PID: &str = "CROSSPROF_REC_PID";
+
+/// First word of the ring header and of the hello message.
+pub const MAGIC: u64 = 0x3170_6165_6870_7863; // "cxphea1" + version digit
+/// Bytes of the header page before the data area.
+pub const HEADER_BYTES: usize = 4096;
+/// Default data-area size: 2 MiB, about 60,000 allocation/free pairs; `rec` drains every
+/// 10 ms, so a producer only waits when it allocates faster than ~6 M events/s.
+pub const DEFAULT_DATA_BYTES: usize = 2 << 20;
+/// Most frames kept per stack (innermost first); deeper stacks are cut at the outer end.
+pub const MAX_FRAMES: usize = 128;
+
+/// The ring's control block at offset 0 of the shared memory. Written by both sides with
+/// atomics only.
+#[repr(C)]
+pub struct RingHeader {
+    /// [`MAGIC`].
+    pub magic: AtomicU64,
+    /// Size of the data area in bytes (a power of two, a multiple of 8).
+    pub data_bytes: AtomicU64,
+    /// Bytes ever written by the producer (release-stored after the event's words).
+    pub head: AtomicU64,
+    /// Bytes ever consumed by `rec` (release-stored after reading).
+    pub tail: AtomicU64,
+    /// Events the producer had to drop; `rec` reports increases as `Lost{kind: "heap"}`.
+    pub lost: AtomicU64,
+    /// Futex word bumped by `rec` after each drain.
+    pub seq: AtomicU32,
+    /// Nonzero while a producer waits on `seq` for space.
+    pub waiters: AtomicU32,
+    /// Set by `rec` when it stops reading: producers stop writing.
+    pub closed: AtomicU32,
+    /// Doorbell: set by the producer when the ring passes half full, together with a
+    /// `SIGURG` to `rec` (which interrupts its poll), cleared by `rec` when it drains. Keeps the
+    /// producer from waiting for rec's next tick.
+    pub bell: AtomicU32,
+}
+
+/// Event kinds (the low byte of a [`Word`]).
+pub mod kind {
+    /// An allocation: `time, addr, size, stack`.
+    pub const ALLOC: u8 = 1;
+    /// A free: `time, addr`.
+    pub const FREE: u8 = 2;
+    /// A new trace-tree node: `id, parent, ip`. Always written before the first event using it.
+    pub const NODE: u8 = 3;
+    /// The set of loaded modules changed (or an address outside every known module was seen):
+    /// `time`. `rec` re-reads the process's maps.
+    pub const MAPS: u8 = 4;
+    /// Skip to the start of the data area.
+    pub const PAD: u8 = 5;
+}
+
+/// Payload words of each kind.
+pub const fn payload_words(kind: u8) -> usize {
+    match kind {
+        kind::ALLOC => 4,
+        kind::FREE => 2,
+        kind::NODE => 3,
+        kind::MAPS => 1,
+        _ => 0,
+    }
+}
+
+/// The header word of an event: kind in bits 0..8, thread id in bits 32..64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Word(pub u64);
+
+impl Word {
+    /// Builds a header word.
+    pub const fn new(kind: u8, tid: u32) -> Word {
+        Word(kind as u64 | (tid as u64) << 32)
+    }
+    /// The event kind.
+    pub const fn kind(self) -> u8 {
+        self.0 as u8
+    }
+    /// The thread id.
+    pub const fn tid(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
+/// The message that opens a connection, sent with the ring's memfd.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    /// [`MAGIC`].
+    pub magic: u64,
+    /// The producing process.
+    pub pid: u32,
+    /// Its parent.
+    pub ppid: u32,
+    /// Bytes of the shared memory (header page plus data area).
+    pub map_bytes: u64,
+}
+
+impl Hello {
+    /// Size on the wire.
+    pub const BYTES: usize = core::mem::size_of::<Hello>();
+
+    /// The message's bytes (native endianness: both ends run on the same machine).
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        b[0..8].copy_from_slice(&self.magic.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.pid.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.ppid.to_ne_bytes());
+        b[16..24].copy_from_slice(&self.map_bytes.to_ne_bytes());
+        b
+    }
+
+    /// Parses a message; `None` when it is not one of ours.
+    pub fn from_bytes(b: &[u8]) -> Option<Hello> {
+        let w = |r: core::ops::Range<usize>| b.get(r);
+        let h = Hello {
+            magic: u64::from_ne_bytes(w(0..8)?.try_into().ok()?),
+            pid: u32::from_ne_bytes(w(8..12)?.try_into().ok()?),
+            ppid: u32::from_ne_bytes(w(12..16)?.try_into().ok()?),
+            map_bytes: u64::from_ne_bytes(w(16..24)?.try_into().ok()?),
+        };
+        (h.magic == MAGIC).then_some(h)
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<RingHeader>() <= HEADER_BYTES);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_and_hello_round_trip() {
+        let w = Word::new(kind::ALLOC, 0xdead_beef);
+        assert_eq!((w.kind(), w.tid()), (kind::ALLOC, 0xdead_beef));
+        let h = Hello {
+            magic: MAGIC,
+            pid: 7,
+            ppid: 1,
+            map_bytes: 4096 + 8192,
+        };
+        assert_eq!(Hello::from_bytes(&h.to_bytes()), Some(h));
+        assert_eq!(Hello::from_bytes(&[0; 24]), None);
+        assert_eq!(Hello::from_bytes(&[0; 3]), None);
+    }
+}

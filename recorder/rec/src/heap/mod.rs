@@ -1,0 +1,279 @@
+//! `rec --heap`: receives each process's ring from the preloaded interposer, turns its events
+//! into `Alloc`/`Free`/`StackNode` records in ring order (which is the process's event order),
+//! adds the maps when perf cannot report them, and samples RSS.
+//!
+//! Trace-tree ids: the interposer numbers nodes from 1 in each process image. After an exec
+//! the same pid starts again at 1, so rec offsets a later image's ids past the largest id
+//! it saw for that pid: ids stay unique per pid, as the host expects.
+//!
+//! Memory: one mapped ring per live process (2 MiB each), unmapped once the process is gone
+//! and its ring drained; per pid a few counters and the set of mappings already written.
+
+pub mod endpoint;
+pub mod preload;
+pub mod ring;
+
+use std::collections::{HashMap, HashSet};
+
+use crossprof_format::{Alloc, Comm, Free, Lost, Mmap, Record, Rss, StackNode, Task};
+
+use crate::procfs;
+use endpoint::Endpoint;
+use ring::{Event, Ring};
+
+/// Where mappings come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapsSource {
+    /// perf events (CPU sampling or a dummy event) report MMAP2/COMM/FORK.
+    Perf,
+    /// No perf: rec reads /proc/PID/maps when a process connects and when its interposer says
+    /// the modules changed, and writes Comm/Fork itself.
+    Procfs,
+}
+
+struct Connected {
+    pid: u32,
+    ring: Ring,
+    /// Added to this image's node ids.
+    id_base: u64,
+}
+
+#[derive(Default)]
+struct Proc {
+    /// Largest id written for this pid (after offsetting).
+    max_id: u64,
+    /// Mappings already written (procfs mode): (start, end, pgoff).
+    written: HashSet<(u64, u64, u64)>,
+}
+
+/// The heap side of a recording.
+pub struct Heap {
+    endpoint: Endpoint,
+    rings: Vec<Connected>,
+    procs: HashMap<u32, Proc>,
+    source: MapsSource,
+    page_size: u64,
+    /// Events written (allocs + frees), for the end summary.
+    pub events: u64,
+    /// Events the interposers reported lost.
+    pub lost: u64,
+    bad_rings: u64,
+}
+
+impl Heap {
+    /// Starts listening.
+    pub fn new(source: MapsSource) -> std::io::Result<Heap> {
+        Ok(Heap {
+            endpoint: Endpoint::listen()?,
+            rings: Vec::new(),
+            procs: HashMap::new(),
+            source,
+            page_size: procfs::page_size() as u64,
+            events: 0,
+            lost: 0,
+            bad_rings: 0,
+        })
+    }
+
+    /// Switches to reading maps from /proc (perf events are unavailable).
+    pub fn set_source(&mut self, source: MapsSource) {
+        self.source = source;
+    }
+
+    /// The socket name for the application's environment.
+    pub fn socket_name(&self) -> &str {
+        &self.endpoint.name
+    }
+
+    /// The listening descriptor (poll it to learn of new processes early).
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.endpoint.fd()
+    }
+
+    /// Drains every ring, then takes in new processes. `emit` receives the records in file
+    /// order.
+    pub fn tick(&mut self, emit: &mut dyn FnMut(Record)) {
+        for i in 0..self.rings.len() {
+            self.drain(i, emit);
+        }
+        for a in self.endpoint.arrivals() {
+            let pid = a.hello.pid;
+            let Some(ring) = Ring::map(&a.memfd, a.hello.map_bytes) else {
+                self.bad_rings += 1;
+                continue;
+            };
+            // A new image of a known pid (exec): finish the old ring first.
+            while let Some(i) = self.rings.iter().position(|c| c.pid == pid) {
+                self.drain(i, emit);
+                self.rings.swap_remove(i);
+            }
+            let known = self.procs.contains_key(&pid);
+            let p = self.procs.entry(pid).or_default();
+            let id_base = p.max_id;
+            let now = crate::session::monotonic_ns();
+            if self.source == MapsSource::Procfs {
+                if !known {
+                    emit(Record::Fork(Task {
+                        time: now,
+                        pid,
+                        tid: pid,
+                        ppid: a.hello.ppid,
+                        ptid: a.hello.ppid,
+                    }));
+                }
+                emit(Record::Comm(Comm {
+                    time: now,
+                    pid,
+                    tid: pid,
+                    comm: procfs::comm(pid, pid),
+                    exec: true,
+                }));
+                p.written.clear();
+                write_maps(pid, now, p, emit);
+            }
+            self.rings.push(Connected { pid, ring, id_base });
+            let i = self.rings.len() - 1;
+            self.drain(i, emit);
+        }
+    }
+
+    /// Whether a producer asked for an early drain (then do not sleep before the next tick).
+    pub fn urgent(&self) -> bool {
+        self.rings.iter().any(|c| c.ring.bell())
+    }
+
+    /// Drops the rings of processes that are gone (after a last drain).
+    pub fn reap(&mut self, emit: &mut dyn FnMut(Record)) {
+        let mut i = 0;
+        while i < self.rings.len() {
+            if alive(self.rings[i].pid) {
+                i += 1;
+                continue;
+            }
+            self.drain(i, emit);
+            self.rings.swap_remove(i);
+        }
+    }
+
+    /// Writes an `Rss` record for each process with a ring.
+    pub fn sample_rss(&mut self, emit: &mut dyn FnMut(Record)) {
+        let time = crate::session::monotonic_ns();
+        let mut seen = HashSet::new();
+        for c in &self.rings {
+            if !seen.insert(c.pid) {
+                continue;
+            }
+            if let Some(pages) = procfs::statm_resident(c.pid) {
+                emit(Record::Rss(Rss {
+                    time,
+                    pid: c.pid,
+                    bytes: pages * self.page_size,
+                }));
+            }
+        }
+    }
+
+    /// Final drain; tells every producer to stop.
+    pub fn finish(&mut self, emit: &mut dyn FnMut(Record)) {
+        self.tick(emit);
+        for i in 0..self.rings.len() {
+            self.drain(i, emit);
+            self.rings[i].ring.close();
+        }
+        self.rings.clear();
+    }
+
+    fn drain(&mut self, i: usize, emit: &mut dyn FnMut(Record)) {
+        let Connected { pid, ring, id_base } = &mut self.rings[i];
+        let (pid, base) = (*pid, *id_base);
+        let p = self.procs.entry(pid).or_default();
+        let source = self.source;
+        let mut events = 0;
+        let ok = ring.drain(|ev| match ev {
+            Event::Alloc {
+                tid,
+                time,
+                addr,
+                size,
+                stack,
+            } => {
+                events += 1;
+                emit(Record::Alloc(Alloc {
+                    time,
+                    pid,
+                    tid,
+                    addr,
+                    size,
+                    stack: if stack == 0 { 0 } else { stack + base },
+                }))
+            }
+            Event::Free { tid, time, addr } => {
+                events += 1;
+                emit(Record::Free(Free {
+                    time,
+                    pid,
+                    tid,
+                    addr,
+                }))
+            }
+            Event::Node { id, parent, ip } => {
+                let id = id + base;
+                p.max_id = p.max_id.max(id);
+                emit(Record::StackNode(StackNode {
+                    pid,
+                    id,
+                    parent: if parent == 0 { 0 } else { parent + base },
+                    ip,
+                }))
+            }
+            Event::Maps { time } => {
+                if source == MapsSource::Procfs {
+                    write_maps(pid, time, p, emit);
+                }
+            }
+        });
+        self.events += events;
+        if !ok {
+            self.bad_rings += 1;
+        }
+        let lost = ring.take_lost();
+        if lost > 0 {
+            self.lost += lost;
+            emit(Record::Lost(Lost {
+                time: crate::session::monotonic_ns(),
+                count: lost,
+                kind: "heap".into(),
+            }));
+        }
+    }
+}
+
+/// Writes the executable mappings of `pid` not written before.
+fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn FnMut(Record)) {
+    for m in procfs::maps(pid).unwrap_or_default() {
+        if m.prot & libc::PROT_EXEC as u32 == 0 || m.path.is_empty() {
+            continue;
+        }
+        if !p.written.insert((m.start, m.end, m.pgoff)) {
+            continue;
+        }
+        emit(Record::Mmap(Mmap {
+            time,
+            pid,
+            tid: pid,
+            start: m.start,
+            len: m.end - m.start,
+            pgoff: m.pgoff,
+            path: m.path,
+            prot: m.prot,
+            inode: m.inode,
+            ..Default::default()
+        }));
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    let r = unsafe { libc::kill(pid as i32, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}

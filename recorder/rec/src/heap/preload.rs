@@ -1,0 +1,130 @@
+//! What `rec --heap` needs before launching: the interposer library (next to rec, in
+//! `../lib/crossprof/` as installed, or `CROSSPROF_HEAP_LIB`), a program that can be
+//! preloaded at all (one with an ELF interpreter), and the environment that makes the
+//! program and everything it starts load the library and find rec.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::error::RecError;
+
+/// File name of the interposer.
+pub const LIB_NAME: &str = "libcrossprof_heap.so";
+/// Environment override for the interposer's path.
+pub const ENV_LIB: &str = "CROSSPROF_HEAP_LIB";
+
+/// Finds the interposer.
+pub fn find_library() -> Result<PathBuf, RecError> {
+    if let Some(p) = std::env::var_os(ENV_LIB) {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(RecError::HeapLibrary(format!(
+                "{ENV_LIB}={} does not exist",
+                p.display()
+            )))
+        };
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| RecError::HeapLibrary(format!("cannot locate rec itself: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let candidates = [
+        dir.join(LIB_NAME),
+        dir.join("../lib/crossprof").join(LIB_NAME),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            RecError::HeapLibrary(format!(
+                "{LIB_NAME} not found next to rec or in ../lib/crossprof/ (or set {ENV_LIB})"
+            ))
+        })
+}
+
+/// Whether the ELF file at `path` has a program interpreter (is dynamically linked). Scripts
+/// (`#!`) and unreadable files count as dynamic: their interpreter decides.
+pub fn is_static_elf(path: &Path) -> bool {
+    let mut head = Vec::new();
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if f.take(64 << 10).read_to_end(&mut head).is_err() || !head.starts_with(b"\x7fELF") {
+        return false;
+    }
+    !has_interp(&head).unwrap_or(true)
+}
+
+/// Parses the program headers for PT_INTERP. `None` when they are not in `elf`.
+pub fn has_interp(elf: &[u8]) -> Option<bool> {
+    let class64 = *elf.get(4)? == 2;
+    let le = *elf.get(5)? == 1;
+    let rd = |at: usize, n: usize| -> Option<u64> {
+        let b = elf.get(at..at + n)?;
+        let mut v = 0u64;
+        for i in 0..n {
+            let byte = if le { b[n - 1 - i] } else { b[i] };
+            v = (v << 8) | byte as u64;
+        }
+        Some(v)
+    };
+    let (phoff, phentsize, phnum) = if class64 {
+        (rd(0x20, 8)?, rd(0x36, 2)?, rd(0x38, 2)?)
+    } else {
+        (rd(0x1c, 4)?, rd(0x2a, 2)?, rd(0x2c, 2)?)
+    };
+    for i in 0..phnum {
+        let at = usize::try_from(phoff + i * phentsize).ok()?;
+        if rd(at, 4)? == 3 {
+            return Some(true); // PT_INTERP
+        }
+    }
+    Some(false)
+}
+
+/// The environment additions for the launched program: LD_PRELOAD with the interposer first
+/// (any existing entries kept after it), the socket name and rec's pid.
+pub fn environment(lib: &Path, socket: &str) -> Vec<(OsString, OsString)> {
+    let mut preload = OsString::from(lib.as_os_str());
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(" ");
+        preload.push(old);
+    }
+    vec![
+        ("LD_PRELOAD".into(), preload),
+        (crossprof_heap_wire::ENV_SOCKET.into(), socket.into()),
+        (
+            crossprof_heap_wire::ENV_REC_PID.into(),
+            std::process::id().to_string().into(),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_and_static_elves_are_told_apart() {
+        // rec's own test binary is dynamically linked on the host toolchain (gnu) and static
+        // on musl; either way it must parse.
+        let own = std::fs::read("/proc/self/exe").unwrap();
+        assert!(has_interp(&own).is_some());
+        assert_eq!(has_interp(b"\x7fELF"), None);
+        assert!(!is_static_elf(Path::new("/no/such/file")));
+        assert!(!is_static_elf(Path::new("/bin/sh")) || !Path::new("/bin/sh").exists());
+    }
+
+    #[test]
+    fn existing_preloads_are_kept() {
+        let env = environment(Path::new("/x/libcrossprof_heap.so"), "sock");
+        assert!(env[0]
+            .1
+            .to_string_lossy()
+            .starts_with("/x/libcrossprof_heap.so"));
+        assert_eq!(env[1].1, "sock");
+    }
+}
