@@ -11,8 +11,13 @@
 
 use alloc::vec::Vec;
 
-/// One loaded module.
+/// One loaded module. (Only framehop reads the unwind fields; `_Unwind_Backtrace` finds
+/// the tables itself.)
 #[derive(Clone, Debug)]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 pub struct Loaded {
     /// Load bias (`dlpi_addr`).
     pub bias: u64,
