@@ -14,16 +14,21 @@
 //! events, except that heaptrack does not hook `memalign` and `pvalloc` at all (their blocks
 //! are invisible to it, a "TODO" in its preload library), while DESIGN.md's contract asks for
 //! them: a program that calls them has that many more allocations here than in heaptrack.
+//!
+//! Each allocating hook reads its own return address first thing
+//! ([`stack::entry_return_address`]): the allocation site, whatever unwind information the
+//! caller has (see the `stack` module).
 
 use core::ffi::c_void;
 
-use crate::{real, record};
+use crate::{real, record, stack};
 
 /// `malloc`.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
     let p = real::malloc(size);
-    record::alloc(p, size);
+    record::alloc(p, size, ra);
     p
 }
 
@@ -48,26 +53,35 @@ pub extern "C" fn cfree(p: *mut c_void) {
 /// `calloc`.
 #[no_mangle]
 pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
     let p = real::calloc(n, size);
-    record::alloc(p, n.wrapping_mul(size));
+    record::alloc(p, n.wrapping_mul(size), ra);
     p
 }
 
 /// `realloc`.
 #[no_mangle]
 pub extern "C" fn realloc(old: *mut c_void, size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
+    realloc_from(old, size, ra)
+}
+
+/// `realloc` called from `ra`.
+#[inline(always)]
+fn realloc_from(old: *mut c_void, size: usize, ra: u64) -> *mut c_void {
     let was_boot = real::is_boot(old);
     let p = real::realloc(old, size);
     let old = if was_boot { core::ptr::null_mut() } else { old };
-    record::realloc(old, p, size);
+    record::realloc(old, p, size, ra);
     p
 }
 
 /// `reallocarray`: realloc with an overflow check.
 #[no_mangle]
 pub extern "C" fn reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
     match n.checked_mul(size) {
-        Some(total) => realloc(old, total),
+        Some(total) => realloc_from(old, total, ra),
         None => {
             // SAFETY: setting the thread's errno.
             unsafe { *libc::__errno_location() = libc::ENOMEM };
@@ -82,10 +96,11 @@ pub extern "C" fn reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut 
 /// `out` must be valid for writing a pointer, as for the C function.
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
+    let ra = stack::entry_return_address();
     let r = real::posix_memalign(out, align, size);
     if r == 0 {
         // SAFETY: on success the real function stored the block in *out.
-        record::alloc(unsafe { *out }, size);
+        record::alloc(unsafe { *out }, size, ra);
     }
     r
 }
@@ -93,32 +108,36 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
 /// `aligned_alloc`.
 #[no_mangle]
 pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
     let p = real::aligned_alloc(align, size);
-    record::alloc(p, size);
+    record::alloc(p, size, ra);
     p
 }
 
 /// `memalign`.
 #[no_mangle]
 pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
     let p = real::memalign(align, size);
-    record::alloc(p, size);
+    record::alloc(p, size, ra);
     p
 }
 
 /// `valloc`.
 #[no_mangle]
 pub extern "C" fn valloc(size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
     let p = real::valloc(size);
-    record::alloc(p, size);
+    record::alloc(p, size, ra);
     p
 }
 
 /// `pvalloc`.
 #[no_mangle]
 pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let ra = stack::entry_return_address();
     let p = real::pvalloc(size);
-    record::alloc(p, size);
+    record::alloc(p, size, ra);
     p
 }
 

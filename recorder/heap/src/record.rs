@@ -178,11 +178,12 @@ fn ensure_modules(tid: u32) {
     drop(spare);
 }
 
-/// Records an allocation of `size` bytes at `addr`.
+/// Records an allocation of `size` bytes at `addr`, made by the code that returns to `ra`
+/// ([`stack::entry_return_address`] of the hook, 0 when unknown).
 #[inline(always)]
-pub fn alloc(addr: *mut core::ffi::c_void, size: usize) {
+pub fn alloc(addr: *mut core::ffi::c_void, size: usize, ra: u64) {
     if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() && !thread::passing_through() {
-        event(kind::ALLOC, 0, addr as u64, size as u64);
+        event(kind::ALLOC, 0, addr as u64, size as u64, ra);
     }
 }
 
@@ -190,33 +191,34 @@ pub fn alloc(addr: *mut core::ffi::c_void, size: usize) {
 #[inline(always)]
 pub fn free(addr: *mut core::ffi::c_void) {
     if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() && !thread::passing_through() {
-        event(kind::FREE, 0, addr as u64, 0);
+        event(kind::FREE, 0, addr as u64, 0, 0);
     }
 }
 
 /// Records a successful realloc: `Free{old}` (when old is not NULL) then `Alloc{new, size}`,
-/// back to back under one lock, as heaptrack's realloc hook does.
+/// back to back under one lock, as heaptrack's realloc hook does. `ra` as for [`alloc`].
 #[inline(always)]
-pub fn realloc(old: *mut core::ffi::c_void, new: *mut core::ffi::c_void, size: usize) {
+pub fn realloc(old: *mut core::ffi::c_void, new: *mut core::ffi::c_void, size: usize, ra: u64) {
     if ACTIVE.load(Ordering::Relaxed) && !new.is_null() && !thread::passing_through() {
-        event(REALLOC, old as u64, new as u64, size as u64);
+        event(REALLOC, old as u64, new as u64, size as u64, ra);
     }
 }
 
 #[inline(never)]
-fn event(k: u8, old: u64, addr: u64, size: u64) {
+fn event(k: u8, old: u64, addr: u64, size: u64, ra: u64) {
     let nested_call = thread::enter();
     let tid = thread::tid();
     let bounds = thread::stack_bounds();
     if nested_call {
-        nested(k, tid, old, addr, size, bounds);
+        nested(k, tid, old, addr, size, ra, bounds);
     } else {
-        locked_event(k, tid, old, addr, size, bounds);
+        locked_event(k, tid, old, addr, size, ra, bounds);
     }
     thread::leave();
 }
 
-fn locked_event(k: u8, tid: u32, old: u64, addr: u64, size: u64, bounds: (usize, usize)) {
+#[allow(clippy::too_many_arguments)]
+fn locked_event(k: u8, tid: u32, old: u64, addr: u64, size: u64, ra: u64, bounds: (usize, usize)) {
     if !HAVE_MODULES.load(Ordering::Acquire)
         && k != kind::FREE
         && sys::env(crossprof_heap_wire::ENV_SOCKET).is_some()
@@ -232,7 +234,7 @@ fn locked_event(k: u8, tid: u32, old: u64, addr: u64, size: u64, bounds: (usize,
         return;
     }
     let time = sys::now_ns();
-    let ok = write_pending(st) && write(st, k, tid, time, old, addr, size, bounds);
+    let ok = write_pending(st) && write(st, k, tid, time, old, addr, size, ra, bounds);
     let ok = ok && write_pending(st);
     if !ok {
         stop(st);
@@ -250,6 +252,7 @@ fn write(
     old: u64,
     addr: u64,
     size: u64,
+    ra: u64,
     bounds: (usize, usize),
 ) -> bool {
     if k == kind::FREE {
@@ -258,7 +261,7 @@ fn write(
     let mut ips = [0u64; MAX_FRAMES];
     let n = match st.modules.as_mut() {
         Some(m) => {
-            let (n, unknown) = stack::capture(m, &mut ips, bounds);
+            let (n, unknown) = stack::capture_at(ra, m, &mut ips, bounds);
             if unknown {
                 RESCAN.store(true, Ordering::Relaxed);
             }
@@ -326,11 +329,16 @@ fn stop(st: &mut State) {
 
 /// Writes the events this thread's signal handlers parked. `false` when rec is gone.
 fn write_pending(st: &mut State) -> bool {
-    let lost = PENDING_LOST.swap(0, Ordering::Relaxed);
-    if lost > 0 {
+    // Fast path (twice per event): a plain load is far cheaper than the swap, and nothing is
+    // parked unless a signal handler allocated inside this library.
+    if PENDING_LOST.load(Ordering::Relaxed) != 0 {
+        let lost = PENDING_LOST.swap(0, Ordering::Relaxed);
         if let Some(p) = st.producer.as_ref() {
             p.lost(lost);
         }
+    }
+    if PENDING_USED.with(|u| u.get()) == 0 {
+        return true;
     }
     let mut done = 0;
     loop {
@@ -364,7 +372,8 @@ fn write_pending(st: &mut State) -> bool {
     }
 }
 
-fn nested(k: u8, tid: u32, old: u64, addr: u64, size: u64, bounds: (usize, usize)) {
+#[allow(clippy::too_many_arguments)]
+fn nested(k: u8, tid: u32, old: u64, addr: u64, size: u64, ra: u64, bounds: (usize, usize)) {
     let i = PENDING_USED.with(|u| {
         let i = u.get();
         u.set(i + 1);
@@ -388,7 +397,8 @@ fn nested(k: u8, tid: u32, old: u64, addr: u64, size: u64, bounds: (usize, usize
     p.n = if k == kind::FREE {
         0
     } else {
-        stack::capture_fp(&mut p.ips, own, bounds)
+        let n = stack::capture_fp(&mut p.ips, own.clone(), bounds);
+        stack::put_first(ra, &own, &mut p.ips, n)
     };
     // SAFETY: slot i is this thread's and no drain reads it before this handler returns.
     PENDING_AREA.with(|a| unsafe { (*a.get())[i] = p });

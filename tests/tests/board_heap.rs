@@ -1,0 +1,253 @@
+//! Issue 4, heap half: the heap ground truth (`tests/programs/heap_truth.c`) recorded with
+//! `rec --heap` on the emulated AArch64 and ARMv7 boards (real Debian kernels under
+//! qemu-system, see `crossprof_tests::boards`), with the glibc interposer from `dist/` next to
+//! `rec`, and analysed here on x86_64 with a sysroot of unstripped copies. The counts are the
+//! ones the source dictates, the same that `heaptrack_print` gives for this program on x86_64
+//! (`heap_report.rs`): per site and in total, each site at its marked file:line.
+//!
+//! The program is built by Debian's cross gcc with its defaults (`-O2 -g`, no frame pointers,
+//! Thumb-2 on armhf, no `-funwind-tables`): on ARMv7 the C code has no `.ARM.exidx` entries,
+//! so the in-process unwinder cannot step out of it and the site rests on the hook's own
+//! return address (see `crossprof-heap`'s `stack` module).
+
+use std::path::PathBuf;
+
+use crossprof_tests::boards::{boot, Board, BoardProgram, BoardRun, Sysroot};
+use crossprof_tests::*;
+use serde_json::Value;
+
+/// `churn`'s iteration count on the boards: under TCG emulation each recorded allocation costs
+/// microseconds, so a tenth of a million keeps a boot well under half a minute. `churn`'s
+/// numbers scale exactly with it; `leak_some` and `grow` are fixed by the program.
+const CHURN: u64 = 100_000;
+
+/// The interposer built for the board's glibc userland, from `dist/<triple>/gnu/`.
+fn board_heap_lib(board: Board) -> PathBuf {
+    let dist = std::env::var_os("CROSSPROF_DIST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("dist"));
+    let p = dist.join(board.triple()).join("gnu/libcrossprof_heap.so");
+    assert!(
+        p.exists(),
+        "{} is missing: run targets/dist.sh {}",
+        p.display(),
+        board.triple()
+    );
+    p
+}
+
+/// The interposer (next to `/rec`, where rec looks first) and the C libraries it links
+/// besides libc (glibc ≥ 2.34 keeps them as stubs; the interposer is linked for 2.17), and
+/// libgcc_s, which ARM code built with `-funwind-tables` needs for its personality routines.
+fn interposer_files(board: Board) -> Vec<(String, Vec<u8>, u32)> {
+    let read =
+        |p: &std::path::Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let lib = std::path::Path::new("/usr").join(board.gnu()).join("lib");
+    let mut files = vec![(
+        "/libcrossprof_heap.so".to_string(),
+        read(&board_heap_lib(board)),
+        0o755,
+    )];
+    for name in ["libpthread.so.0", "libdl.so.2", "libgcc_s.so.1"] {
+        files.push((
+            format!("/lib/{}/{name}", board.gnu()),
+            read(&lib.join(name)),
+            0o755,
+        ));
+    }
+    files
+}
+
+fn heap_job(out: &str, p: &BoardProgram, extra: &[&str]) -> Vec<String> {
+    let churn = CHURN.to_string();
+    let mut job = vec!["/rec", "--heap"];
+    job.extend_from_slice(extra);
+    job.extend_from_slice(&["--out", out, "--", &p.guest, &churn]);
+    job.iter().map(|s| s.to_string()).collect()
+}
+
+fn u(v: &Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {v}"))
+}
+
+/// The one site named `function`, at the line marked `LINE:<marker>` in the program.
+fn site<'a>(h: &'a Value, p: &BoardProgram, function: &str, marker: &str) -> &'a Value {
+    let sites = h["sites"].as_array().expect("sites");
+    let matching: Vec<&Value> = sites.iter().filter(|s| s["function"] == function).collect();
+    assert_eq!(
+        matching.len(),
+        1,
+        "one {function} site expected: {sites:#?}"
+    );
+    let s = matching[0];
+    assert_eq!(
+        s["file"].as_str().map(|f| f.ends_with("heap_truth.c")),
+        Some(true),
+        "{s}"
+    );
+    assert_eq!(
+        s["line"].as_u64(),
+        Some(marker_line(&p.source, marker) as u64),
+        "{s}"
+    );
+    assert_eq!(s["module"].as_str(), Some(p.guest.as_str()), "{s}");
+    s
+}
+
+/// The heap numbers heap_truth.c dictates for `churn(CHURN); leak_some(20000); grow(1000)`.
+fn assert_heap_truth(r: &Value, p: &BoardProgram, board: Board) {
+    assert_eq!(r["recording"]["arch"], board.arch_name());
+    assert_eq!(r["recording"]["complete"], true);
+    let m = r["modules"]
+        .as_array()
+        .expect("modules")
+        .iter()
+        .find(|m| m["path"].as_str() == Some(p.guest.as_str()))
+        .unwrap_or_else(|| panic!("module {} not recorded: {r:#}", p.guest));
+    assert_eq!(m["match"], "build-id", "{m}");
+    let h = &r["heap"];
+    let churn = site(h, p, "churn", "churn");
+    assert_eq!(
+        (
+            u(churn, "allocations"),
+            u(churn, "temporary"),
+            u(churn, "leaked_allocations"),
+            u(churn, "leaked_bytes")
+        ),
+        (CHURN, CHURN, 0, 0),
+        "{churn}"
+    );
+    assert!((16..80).contains(&u(churn, "peak_bytes")), "{churn}");
+    let leak = site(h, p, "leak_some", "leak");
+    assert_eq!(
+        (
+            u(leak, "allocations"),
+            u(leak, "temporary"),
+            u(leak, "leaked_allocations"),
+            u(leak, "leaked_bytes"),
+            u(leak, "peak_bytes")
+        ),
+        (20_000, 0, 20_000, 2_000_000, 2_000_000),
+        "{leak}"
+    );
+    let grow = site(h, p, "grow", "grow");
+    assert_eq!(
+        (
+            u(grow, "allocations"),
+            u(grow, "temporary"),
+            u(grow, "leaked_allocations"),
+            u(grow, "leaked_bytes"),
+            u(grow, "peak_bytes")
+        ),
+        (1000, 1000, 0, 0, 64_000),
+        "{grow}"
+    );
+    // Nothing else allocates in this program (no stdio): the totals are the three sites.
+    assert_eq!(
+        (
+            u(h, "allocations"),
+            u(h, "temporary"),
+            u(h, "leaked_allocations"),
+            u(h, "leaked_bytes")
+        ),
+        (CHURN + 21_000, CHURN + 1000, 20_000, 2_000_000),
+        "{h:#}"
+    );
+    let peak = u(h, "peak_bytes");
+    assert!((2_064_000..2_064_000 + 4096).contains(&peak), "{h}");
+}
+
+/// The sites' callers: `main` under each, where the unwinder can see it.
+fn stack_of(h: &Value, function: &str) -> Vec<String> {
+    h["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .find(|s| s["function"] == function)
+        .and_then(|s| s["stack"].as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn save(run: &BoardRun, name: &str, tag: &str) -> PathBuf {
+    let out = scratch().join(tag).join(name);
+    std::fs::write(&out, run.file(name)).expect("write recording");
+    out
+}
+
+fn assert_ok(run: &BoardRun, n: usize) {
+    let logs: String = (0..n)
+        .map(|i| String::from_utf8_lossy(run.file(&format!("job{i}.log"))).into_owned())
+        .collect();
+    assert_eq!(
+        run.statuses,
+        vec![0; n],
+        "rec failed on the board: {logs}\n{}",
+        run.console
+    );
+}
+
+#[test]
+fn aarch64_board_heap_counts_equal_the_ground_truth() {
+    let board = Board::Aarch64;
+    let tag = "board_heap_aarch64";
+    let sysroot = Sysroot::new(board, tag);
+    let p = sysroot.build_c(board, "heap_truth.c", "heap_truth", &["-O2"]);
+    let mut files = interposer_files(board);
+    files.push((p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755));
+    let run = boot(board, tag, files, &[heap_job("/out/h.zst", &p, &[])]);
+    assert_ok(&run, 1);
+    let out = save(&run, "h.zst", tag);
+    let r = heap_report_json(&out, &sysroot.dir);
+    assert_heap_truth(&r, &p, board);
+    // framehop unwinds the whole stack from .eh_frame on AArch64.
+    assert_eq!(stack_of(&r["heap"], "leak_some"), ["leak_some", "main"]);
+}
+
+/// Default armhf code (Thumb-2, no unwind tables), with and without CPU sampling (the second
+/// run checks the path that never opens perf): each site is the hook's return address alone.
+/// Built with `-funwind-tables`, the same program also gets its callers from `.ARM.exidx`.
+#[test]
+fn armv7_board_heap_counts_equal_the_ground_truth() {
+    let board = Board::Armv7;
+    let tag = "board_heap_armv7";
+    let sysroot = Sysroot::new(board, tag);
+    let p = sysroot.build_c(board, "heap_truth.c", "heap_truth", &["-O2"]);
+    let tables = sysroot.build_c(
+        board,
+        "heap_truth.c",
+        "heap_truth_tables",
+        &["-O2", "-funwind-tables"],
+    );
+    let mut files = interposer_files(board);
+    for q in [&p, &tables] {
+        files.push((q.guest.clone(), std::fs::read(&q.stripped).unwrap(), 0o755));
+    }
+    let run = boot(
+        board,
+        tag,
+        files,
+        &[
+            heap_job("/out/h.zst", &p, &[]),
+            heap_job("/out/h_nocpu.zst", &p, &["--no-cpu"]),
+            heap_job("/out/h_tables.zst", &tables, &[]),
+        ],
+    );
+    assert_ok(&run, 3);
+    for (name, q, stack) in [
+        ("h.zst", &p, &["leak_some"][..]),
+        ("h_nocpu.zst", &p, &["leak_some"][..]),
+        ("h_tables.zst", &tables, &["leak_some", "main"][..]),
+    ] {
+        let out = save(&run, name, tag);
+        let r = heap_report_json(&out, &sysroot.dir);
+        assert_heap_truth(&r, q, board);
+        assert_eq!(stack_of(&r["heap"], "leak_some"), stack, "{name}");
+    }
+}
