@@ -144,26 +144,21 @@ pub fn own_vdso() -> Option<(u64, Vec<u8>)> {
 /// table, megabytes on a desktop kernel) keeps recordings small; the host's lookup of an
 /// address then finds the same symbol it would in the full table.
 ///
-/// Two streaming passes, so memory is one `u64` per kernel symbol, not the table's text.
+/// The table is read once (generating it is the kernel's costly part: tens of ms) and
+/// scanned twice in memory, so at the end of a recording rec briefly holds its text (a few
+/// MB on a desktop kernel, less on a board) plus one `u64` per kernel symbol.
 /// `None` when kallsyms is unreadable or hides addresses (kptr_restrict).
 pub fn kallsyms_for(addrs: &std::collections::HashSet<u64>) -> Option<Vec<u8>> {
-    use std::io::BufRead;
-    let open = || {
-        fs::File::open("/proc/kallsyms")
-            .ok()
-            .map(std::io::BufReader::new)
+    let text = fs::read("/proc/kallsyms").ok()?;
+    // A text symbol's address, from a line `ADDR TYPE NAME [MODULE]`.
+    let parse = |line: &[u8]| -> Option<u64> {
+        let mut it = line.split(|&b| b == b' ');
+        let addr = std::str::from_utf8(it.next()?).ok()?;
+        let addr = u64::from_str_radix(addr, 16).ok()?;
+        matches!(it.next()?, b"t" | b"T" | b"w" | b"W").then_some(addr)
     };
-    let parse = |line: &str| -> Option<u64> {
-        let mut it = line.split(' ');
-        let addr = u64::from_str_radix(it.next()?, 16).ok()?;
-        let kind = it.next()?;
-        matches!(kind, "t" | "T" | "w" | "W").then_some(addr)
-    };
-    let mut starts: Vec<u64> = open()?
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| parse(&l))
-        .collect();
+    let lines = || text.split(|&b| b == b'\n');
+    let mut starts: Vec<u64> = lines().filter_map(parse).collect();
     if starts.iter().all(|&a| a == 0) {
         return None;
     }
@@ -180,9 +175,9 @@ pub fn kallsyms_for(addrs: &std::collections::HashSet<u64>) -> Option<Vec<u8>> {
         }
     }
     let mut out = Vec::new();
-    for line in open()?.lines().map_while(Result::ok) {
-        if parse(&line).is_some_and(|a| needed.remove(&a)) {
-            out.extend_from_slice(line.as_bytes());
+    for line in lines() {
+        if parse(line).is_some_and(|a| needed.remove(&a)) {
+            out.extend_from_slice(line);
             out.push(b'\n');
         }
     }
