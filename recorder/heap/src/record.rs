@@ -182,7 +182,7 @@ fn ensure_modules(tid: u32) {
 /// ([`stack::entry_return_address`] of the hook, 0 when unknown).
 #[inline(always)]
 pub fn alloc(addr: *mut core::ffi::c_void, size: usize, ra: u64) {
-    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() && !thread::passing_through() {
+    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
         event(kind::ALLOC, 0, addr as u64, size as u64, ra);
     }
 }
@@ -190,7 +190,7 @@ pub fn alloc(addr: *mut core::ffi::c_void, size: usize, ra: u64) {
 /// Records a free of `addr` (free(NULL) is not an event).
 #[inline(always)]
 pub fn free(addr: *mut core::ffi::c_void) {
-    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() && !thread::passing_through() {
+    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
         event(kind::FREE, 0, addr as u64, 0, 0);
     }
 }
@@ -199,16 +199,16 @@ pub fn free(addr: *mut core::ffi::c_void) {
 /// back to back under one lock, as heaptrack's realloc hook does. `ra` as for [`alloc`].
 #[inline(always)]
 pub fn realloc(old: *mut core::ffi::c_void, new: *mut core::ffi::c_void, size: usize, ra: u64) {
-    if ACTIVE.load(Ordering::Relaxed) && !new.is_null() && !thread::passing_through() {
+    if ACTIVE.load(Ordering::Relaxed) && !new.is_null() {
         event(REALLOC, old as u64, new as u64, size as u64, ra);
     }
 }
 
 #[inline(never)]
 fn event(k: u8, old: u64, addr: u64, size: u64, ra: u64) {
-    let nested_call = thread::enter();
-    let tid = thread::tid();
-    let bounds = thread::stack_bounds();
+    let Some((nested_call, tid, bounds)) = thread::begin_event() else {
+        return;
+    };
     if nested_call {
         nested(k, tid, old, addr, size, ra, bounds);
     } else {

@@ -8,73 +8,92 @@
 
 use core::cell::Cell;
 
+/// All per-thread fields in one thread-local: in a preloaded shared library every access
+/// to a thread-local is a call to `__tls_get_addr`, so the event path reaches them all
+/// through one access ([`begin_event`]).
+struct Local {
+    depth: Cell<u32>,
+    tid: Cell<u32>,
+    pass: Cell<u32>,
+    stack: Cell<(usize, usize)>,
+}
+
 thread_local! {
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-    static TID: Cell<u32> = const { Cell::new(0) };
-    static PASS: Cell<u32> = const { Cell::new(0) };
-    static STACK: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    static LOCAL: Local = const {
+        Local {
+            depth: Cell::new(0),
+            tid: Cell::new(0),
+            pass: Cell::new(0),
+            stack: Cell::new((0, 0)),
+        }
+    };
+}
+
+fn tid_of(t: &Local) -> u32 {
+    match t.tid.get() {
+        0 => {
+            let id = crate::sys::gettid();
+            t.tid.set(id);
+            id
+        }
+        id => id,
+    }
+}
+
+fn bounds_of(t: &Local) -> (usize, usize) {
+    let cached = t.stack.get();
+    if cached.1 != 0 {
+        return cached;
+    }
+    t.pass.set(t.pass.get() + 1);
+    let b = query_stack();
+    t.pass.set(t.pass.get() - 1);
+    t.stack.set(b);
+    b
+}
+
+/// Starts an event on this thread: `None` when the interposer itself is the caller (its
+/// allocations pass through unrecorded); else whether this interrupts another event on the
+/// thread (a signal handler, which must not touch the lock), the thread id and the stack's
+/// bounds. Pair with [`leave`].
+pub fn begin_event() -> Option<(bool, u32, (usize, usize))> {
+    LOCAL.with(|t| {
+        if t.pass.get() != 0 {
+            return None;
+        }
+        let was = t.depth.get();
+        t.depth.set(was + 1);
+        Some((was != 0, tid_of(t), bounds_of(t)))
+    })
 }
 
 /// The calling thread's id, cached after the first call.
 pub fn tid() -> u32 {
-    TID.with(|t| match t.get() {
-        0 => {
-            let id = crate::sys::gettid();
-            t.set(id);
-            id
-        }
-        id => id,
-    })
-}
-
-/// Marks the thread as inside the event path; returns whether it already was (then this is
-/// a signal handler that interrupted it, which must not touch the lock).
-pub fn enter() -> bool {
-    DEPTH.with(|d| {
-        let was = d.get();
-        d.set(was + 1);
-        was != 0
-    })
+    LOCAL.with(tid_of)
 }
 
 /// Leaves the event path.
 pub fn leave() {
-    DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    LOCAL.with(|t| t.depth.set(t.depth.get().saturating_sub(1)));
 }
 
 /// Whether the thread is inside the event path.
 pub fn inside() -> bool {
-    DEPTH.with(|d| d.get() != 0)
+    LOCAL.with(|t| t.depth.get() != 0)
 }
 
 /// Forgets the cached id (in a fork child, whose only thread has a new id).
 pub fn reset_tid() {
-    TID.with(|t| t.set(0));
-}
-
-/// Whether the interposer itself is the caller (allocations pass through unrecorded).
-pub fn passing_through() -> bool {
-    PASS.with(|p| p.get() != 0)
+    LOCAL.with(|t| t.tid.set(0));
 }
 
 /// Runs `f` with recording off for this thread: for libc calls the interposer makes that may
 /// allocate (the stack-bounds query on glibc's main thread reads /proc with stdio).
 pub fn pass_through<R>(f: impl FnOnce() -> R) -> R {
-    PASS.with(|p| p.set(p.get() + 1));
+    LOCAL.with(|t| t.pass.set(t.pass.get() + 1));
     let r = f();
-    PASS.with(|p| p.set(p.get() - 1));
+    LOCAL.with(|t| t.pass.set(t.pass.get() - 1));
     r
-}
-
-/// `[low, high)` of this thread's stack, found once per thread; `(0, 0)` when unknown.
-pub fn stack_bounds() -> (usize, usize) {
-    let cached = STACK.with(|s| s.get());
-    if cached.1 != 0 {
-        return cached;
-    }
-    let b = pass_through(query_stack);
-    STACK.with(|s| s.set(b));
-    b
 }
 
 fn query_stack() -> (usize, usize) {
