@@ -26,9 +26,9 @@ use crate::{real, record, stack};
 /// `malloc`.
 #[no_mangle]
 pub extern "C" fn malloc(size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     let p = real::malloc(size);
-    record::alloc(p, size, ra);
+    record::alloc(p, size, at);
     p
 }
 
@@ -53,35 +53,35 @@ pub extern "C" fn cfree(p: *mut c_void) {
 /// `calloc`.
 #[no_mangle]
 pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     let p = real::calloc(n, size);
-    record::alloc(p, n.wrapping_mul(size), ra);
+    record::alloc(p, n.wrapping_mul(size), at);
     p
 }
 
 /// `realloc`.
 #[no_mangle]
 pub extern "C" fn realloc(old: *mut c_void, size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
-    realloc_from(old, size, ra)
+    let at = stack::entry();
+    realloc_from(old, size, at)
 }
 
-/// `realloc` called from `ra`.
+/// `realloc` for a hook entered at `at`.
 #[inline(always)]
-fn realloc_from(old: *mut c_void, size: usize, ra: u64) -> *mut c_void {
+fn realloc_from(old: *mut c_void, size: usize, at: stack::Entry) -> *mut c_void {
     let was_boot = real::is_boot(old);
     let p = real::realloc(old, size);
     let old = if was_boot { core::ptr::null_mut() } else { old };
-    record::realloc(old, p, size, ra);
+    record::realloc(old, p, size, at);
     p
 }
 
 /// `reallocarray`: realloc with an overflow check.
 #[no_mangle]
 pub extern "C" fn reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     match n.checked_mul(size) {
-        Some(total) => realloc_from(old, total, ra),
+        Some(total) => realloc_from(old, total, at),
         None => {
             // SAFETY: setting the thread's errno.
             unsafe { *libc::__errno_location() = libc::ENOMEM };
@@ -96,11 +96,11 @@ pub extern "C" fn reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut 
 /// `out` must be valid for writing a pointer, as for the C function.
 #[no_mangle]
 pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     let r = real::posix_memalign(out, align, size);
     if r == 0 {
         // SAFETY: on success the real function stored the block in *out.
-        record::alloc(unsafe { *out }, size, ra);
+        record::alloc(unsafe { *out }, size, at);
     }
     r
 }
@@ -108,36 +108,36 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
 /// `aligned_alloc`.
 #[no_mangle]
 pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     let p = real::aligned_alloc(align, size);
-    record::alloc(p, size, ra);
+    record::alloc(p, size, at);
     p
 }
 
 /// `memalign`.
 #[no_mangle]
 pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     let p = real::memalign(align, size);
-    record::alloc(p, size, ra);
+    record::alloc(p, size, at);
     p
 }
 
 /// `valloc`.
 #[no_mangle]
 pub extern "C" fn valloc(size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     let p = real::valloc(size);
-    record::alloc(p, size, ra);
+    record::alloc(p, size, at);
     p
 }
 
 /// `pvalloc`.
 #[no_mangle]
 pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let at = stack::entry();
     let p = real::pvalloc(size);
-    record::alloc(p, size, ra);
+    record::alloc(p, size, at);
     p
 }
 

@@ -178,12 +178,13 @@ fn ensure_modules(tid: u32) {
     drop(spare);
 }
 
-/// Records an allocation of `size` bytes at `addr`, made by the code that returns to `ra`
+/// Records an allocation of `size` bytes at `addr`, made by the code the hook entered at
+/// `at` returns to
 /// ([`stack::entry_return_address`] of the hook, 0 when unknown).
 #[inline(always)]
-pub fn alloc(addr: *mut core::ffi::c_void, size: usize, ra: u64) {
+pub fn alloc(addr: *mut core::ffi::c_void, size: usize, at: stack::Entry) {
     if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
-        event(kind::ALLOC, 0, addr as u64, size as u64, ra);
+        event(kind::ALLOC, 0, addr as u64, size as u64, at);
     }
 }
 
@@ -191,34 +192,47 @@ pub fn alloc(addr: *mut core::ffi::c_void, size: usize, ra: u64) {
 #[inline(always)]
 pub fn free(addr: *mut core::ffi::c_void) {
     if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
-        event(kind::FREE, 0, addr as u64, 0, 0);
+        event(kind::FREE, 0, addr as u64, 0, stack::Entry::default());
     }
 }
 
 /// Records a successful realloc: `Free{old}` (when old is not NULL) then `Alloc{new, size}`,
 /// back to back under one lock, as heaptrack's realloc hook does. `ra` as for [`alloc`].
 #[inline(always)]
-pub fn realloc(old: *mut core::ffi::c_void, new: *mut core::ffi::c_void, size: usize, ra: u64) {
+pub fn realloc(
+    old: *mut core::ffi::c_void,
+    new: *mut core::ffi::c_void,
+    size: usize,
+    at: stack::Entry,
+) {
     if ACTIVE.load(Ordering::Relaxed) && !new.is_null() {
-        event(REALLOC, old as u64, new as u64, size as u64, ra);
+        event(REALLOC, old as u64, new as u64, size as u64, at);
     }
 }
 
 #[inline(never)]
-fn event(k: u8, old: u64, addr: u64, size: u64, ra: u64) {
+fn event(k: u8, old: u64, addr: u64, size: u64, at: stack::Entry) {
     let Some((nested_call, tid, bounds)) = thread::begin_event() else {
         return;
     };
     if nested_call {
-        nested(k, tid, old, addr, size, ra, bounds);
+        nested(k, tid, old, addr, size, at, bounds);
     } else {
-        locked_event(k, tid, old, addr, size, ra, bounds);
+        locked_event(k, tid, old, addr, size, at, bounds);
     }
     thread::leave();
 }
 
 #[allow(clippy::too_many_arguments)]
-fn locked_event(k: u8, tid: u32, old: u64, addr: u64, size: u64, ra: u64, bounds: (usize, usize)) {
+fn locked_event(
+    k: u8,
+    tid: u32,
+    old: u64,
+    addr: u64,
+    size: u64,
+    at: stack::Entry,
+    bounds: (usize, usize),
+) {
     if !HAVE_MODULES.load(Ordering::Acquire)
         && k != kind::FREE
         && sys::env(crossprof_heap_wire::ENV_SOCKET).is_some()
@@ -234,7 +248,7 @@ fn locked_event(k: u8, tid: u32, old: u64, addr: u64, size: u64, ra: u64, bounds
         return;
     }
     let time = sys::now_ns();
-    let ok = write_pending(st) && write(st, k, tid, time, old, addr, size, ra, bounds);
+    let ok = write_pending(st) && write(st, k, tid, time, old, addr, size, at, bounds);
     let ok = ok && write_pending(st);
     if !ok {
         stop(st);
@@ -252,7 +266,7 @@ fn write(
     old: u64,
     addr: u64,
     size: u64,
-    ra: u64,
+    at: stack::Entry,
     bounds: (usize, usize),
 ) -> bool {
     if k == kind::FREE {
@@ -261,7 +275,7 @@ fn write(
     let mut ips = [0u64; MAX_FRAMES];
     let n = match st.modules.as_mut() {
         Some(m) => {
-            let (n, unknown) = stack::capture_at(ra, m, &mut ips, bounds);
+            let (n, unknown) = stack::capture_at(at, m, &mut ips, bounds);
             if unknown {
                 RESCAN.store(true, Ordering::Relaxed);
             }
@@ -373,7 +387,15 @@ fn write_pending(st: &mut State) -> bool {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn nested(k: u8, tid: u32, old: u64, addr: u64, size: u64, ra: u64, bounds: (usize, usize)) {
+fn nested(
+    k: u8,
+    tid: u32,
+    old: u64,
+    addr: u64,
+    size: u64,
+    at: stack::Entry,
+    bounds: (usize, usize),
+) {
     let i = PENDING_USED.with(|u| {
         let i = u.get();
         u.set(i + 1);
@@ -398,7 +420,7 @@ fn nested(k: u8, tid: u32, old: u64, addr: u64, size: u64, ra: u64, bounds: (usi
         0
     } else {
         let n = stack::capture_fp(&mut p.ips, own.clone(), bounds);
-        stack::put_first(ra, &own, &mut p.ips, n)
+        stack::put_first(at.ra, &own, &mut p.ips, n)
     };
     // SAFETY: slot i is this thread's and no drain reads it before this handler returns.
     PENDING_AREA.with(|a| unsafe { (*a.get())[i] = p });

@@ -103,8 +103,18 @@ impl Modules {
 /// skipped); returns the frame count and whether an address outside every known module was
 /// met (then the module list may be stale).
 #[inline(never)]
-pub fn capture(m: &mut Modules, out: &mut [u64], bounds: (usize, usize)) -> (usize, bool) {
-    let (pc, sp, fp, lr) = registers();
+pub fn capture(
+    m: &mut Modules,
+    out: &mut [u64],
+    bounds: (usize, usize),
+    start: [u64; 4],
+) -> (usize, bool) {
+    // From the hook's entry registers when the hook took them, else from here.
+    let (pc, sp, fp, lr) = if start[0] != 0 && start[1] != 0 {
+        (start[0], start[1], start[2], start[3])
+    } else {
+        registers()
+    };
     let (lo, hi) = (sp.max(bounds.0 as u64), bounds.1 as u64);
     let mut read = |addr: u64| -> Result<u64, ()> {
         if addr < lo || addr.checked_add(8).is_none_or(|e| e > hi) || addr & 7 != 0 {
@@ -149,7 +159,7 @@ pub fn capture(m: &mut Modules, out: &mut [u64], bounds: (usize, usize)) -> (usi
 
 /// The current pc, sp, frame pointer and link register (link register only on aarch64).
 #[inline(always)]
-fn registers() -> (u64, u64, u64, u64) {
+pub(crate) fn registers() -> (u64, u64, u64, u64) {
     let (pc, sp, fp, lr): (u64, u64, u64, u64);
     // SAFETY: reads registers only.
     #[cfg(target_arch = "x86_64")]

@@ -57,7 +57,12 @@ extern "C" fn step(ctx: *mut Context, arg: *mut c_void) -> i32 {
 
 /// Captures the calling thread's stack (see the framehop variant).
 #[inline(never)]
-pub fn capture(m: &mut Modules, out: &mut [u64], _bounds: (usize, usize)) -> (usize, bool) {
+pub fn capture(
+    m: &mut Modules,
+    out: &mut [u64],
+    _bounds: (usize, usize),
+    _start: [u64; 4],
+) -> (usize, bool) {
     let mut w = Walk {
         out,
         n: 0,

@@ -95,17 +95,48 @@ pub fn put_first(ra: u64, own: &core::ops::Range<u64>, out: &mut [u64], n: usize
     }
 }
 
-/// [`capture`] with the hook's return address `ra` as the innermost frame (see
-/// [`put_first`]); returns the frame count and whether an address outside every known module
-/// was met.
+/// Where a hook was entered: its return address (the allocation site, see
+/// [`entry_return_address`]) and, where framehop unwinds, the registers (pc, sp, fp, lr) at
+/// the hook's first statement. Unwinding starts from those, so the interposer's own frames
+/// under the hook (the event path down to the capture) are never unwound: they were about
+/// half of the unwinding work of every allocation. Zeros mean "unknown": unwind from the
+/// capture itself and skip the interposer's frames by address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// The hook's return address, 0 when unknown.
+    pub ra: u64,
+    /// pc, sp, fp, lr at the hook's first statement, zeros when not taken.
+    pub regs: [u64; 4],
+}
+
+/// The [`Entry`] of the hook this is inlined into; each hook calls it as its first statement.
+/// Signal-safe (reads registers only).
+#[inline(always)]
+pub fn entry() -> Entry {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    let regs = {
+        let (pc, sp, fp, lr) = framehop_unwind::registers();
+        [pc, sp, fp, lr]
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let regs = [0; 4];
+    Entry {
+        ra: entry_return_address(),
+        regs,
+    }
+}
+
+/// [`capture`] from the hook's entry registers, with its return address as the innermost
+/// frame (see [`put_first`]); returns the frame count and whether an address outside every
+/// known module was met.
 pub fn capture_at(
-    ra: u64,
+    at: Entry,
     m: &mut Modules,
     out: &mut [u64],
     bounds: (usize, usize),
 ) -> (usize, bool) {
-    let (n, unknown) = capture(m, out, bounds);
-    (put_first(ra, &m.own, out, n), unknown)
+    let (n, unknown) = capture(m, out, bounds, at.regs);
+    (put_first(at.ra, &m.own, out, n), unknown)
 }
 
 /// Walks the frame-pointer chain from the caller: used only for an allocation made by a
