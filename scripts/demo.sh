@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: build rec and hostside, build the bundled demo application (debug info kept in a
-# sysroot, a stripped copy as on a board), record it, and print the symbolized report.
+# The main job: build rec and hostside, build the bundled demo applications (debug info kept in a
+# sysroot, stripped copies as on a board), record them (CPU, then heap), print the symbolized reports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -24,3 +24,12 @@ extra=()
 [ -d /usr/lib/debug/.build-id ] && extra=(--debug-dir /usr/lib/debug)
 echo "== hostside report --sysroot $work/sysroot ${extra[*]} $work/t.zst" >&2
 "$CROSSPROF_HOSTSIDE" report --sysroot "$work/sysroot" "${extra[@]}" "$work/t.zst"
+
+# The heap half: every allocation of a second demo program, with its stack, reported as
+# heaptrack would count it (the interposer is preloaded by rec --heap).
+gcc -O2 -g -Wl,--build-id tests/programs/heap_truth.c -o "$work/sysroot$work/board/heap-demo"
+strip -o "$work/board/heap-demo" "$work/sysroot$work/board/heap-demo"
+echo "== rec --heap --no-cpu --out $work/h.zst $work/board/heap-demo" >&2
+"$CROSSPROF_REC" --heap --no-cpu --out "$work/h.zst" "$work/board/heap-demo"
+echo "== hostside report --heap --sysroot $work/sysroot $work/h.zst" >&2
+"$CROSSPROF_HOSTSIDE" report --heap --top 5 --sysroot "$work/sysroot" "$work/h.zst"
