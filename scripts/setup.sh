@@ -6,10 +6,11 @@ set -euo pipefail
 need_pkgs=()
 # Cross gcc for ARM (Thumb-2), i686 and RISC-V plus qemu-user-static: real code of each
 # architecture for the unwinding tests. (Debian's gcc-multilib conflicts with the cross
-# compilers, so 32-bit x86 code comes from gcc-i686-linux-gnu.)
+# compilers, so 32-bit x86 code comes from gcc-i686-linux-gnu.) heaptrack is the peer the heap
+# reports are checked against; xz makes MiniDebugInfo for the symbol tests.
 for p in gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
     gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross \
-    qemu-user-static; do
+    qemu-user-static heaptrack xz-utils; do
     dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ "${CROSSPROF_BENCH:-0}" = 1 ]; then
