@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use crossprof_format::Record;
 
+use crate::folded::Folded;
 use crate::frames::{FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
 use crate::recording::Pass;
@@ -275,21 +276,16 @@ impl CpuProfile {
     /// Stacks as folded lines (`root;...;leaf count`), the input of flame graphs. The root is the
     /// process name, like perf's stackcollapse.
     pub fn folded(&self, processes: &Processes) -> Vec<String> {
-        let mut folded: HashMap<String, u64> = HashMap::new();
+        let mut folded = Folded::default();
         for s in &self.stacks {
-            let mut line = processes.name(s.pid, u64::MAX).replace([';', ' '], "_");
-            for &id in s.frames.iter().rev() {
-                line.push(';');
-                line.push_str(&self.table.get(id).function.replace(';', ":"));
-            }
-            *folded.entry(line).or_default() += s.count;
+            let frames = s
+                .frames
+                .iter()
+                .rev()
+                .map(|&id| self.table.get(id).function.as_str());
+            folded.add(processes.name(s.pid, u64::MAX), frames, s.count);
         }
-        let mut lines: Vec<String> = folded
-            .into_iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        lines.sort();
-        lines
+        folded.into_lines()
     }
 
     /// The most common caller chains (outward from `function`, up to `depth` frames) of a function.

@@ -28,6 +28,7 @@ use crossprof_format::Record;
 use crate::analysis::heap_rules::{Block, SpaceHeap};
 use crate::analysis::heap_timeline::{Bucket, Timeline};
 use crate::analysis::trace_tree::{TraceId, TraceTree, TreeAnomalies, EMPTY_TRACE};
+use crate::folded::Folded;
 use crate::frames::{Frame, FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
 use crate::recording::Pass;
@@ -792,25 +793,20 @@ impl HeapProfile {
     /// Stacks as folded lines (`process;main;...;site value`) weighted by `metric`, stacks with
     /// a zero value left out.
     pub fn folded(&self, processes: &Processes, metric: HeapMetric) -> Vec<String> {
-        let mut folded: HashMap<String, u64> = HashMap::new();
+        let mut folded = Folded::default();
         for t in &self.traces {
             let v = metric.of(&t.counts);
             if v == 0 {
                 continue;
             }
-            let mut line = processes.name(t.pid, u64::MAX).replace([';', ' '], "_");
-            for &id in t.frames.iter().rev() {
-                line.push(';');
-                line.push_str(&self.table.get(id).function.replace(';', ":"));
-            }
-            *folded.entry(line).or_default() += v;
+            let frames = t
+                .frames
+                .iter()
+                .rev()
+                .map(|&id| self.table.get(id).function.as_str());
+            folded.add(processes.name(t.pid, u64::MAX), frames, v);
         }
-        let mut lines: Vec<String> = folded
-            .into_iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        lines.sort();
-        lines
+        folded.into_lines()
     }
 
     /// Indices of the sites to show: the union of the `top` sites by each of allocations,

@@ -21,6 +21,25 @@ pub struct MapLine {
     pub path: String,
 }
 
+impl MapLine {
+    /// The MMAP record for this mapping of process `pid`, seen at `time` (identity fields are
+    /// filled in later from the file itself).
+    pub fn into_mmap(self, pid: u32, time: u64) -> crossprof_format::Mmap {
+        crossprof_format::Mmap {
+            time,
+            pid,
+            tid: pid,
+            start: self.start,
+            len: self.end - self.start,
+            pgoff: self.pgoff,
+            path: self.path,
+            prot: self.prot,
+            inode: self.inode,
+            ..Default::default()
+        }
+    }
+}
+
 /// Parses /proc/PID/maps text; malformed lines are skipped.
 pub fn parse_maps(text: &str) -> Vec<MapLine> {
     text.lines().filter_map(parse_map_line).collect()

@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
-use crossprof_format::{Arch, Blob, Comm, End, FrameWriter, Header, Mmap, Record, FORMAT_VERSION};
+use crossprof_format::{Arch, Blob, Comm, End, FrameWriter, Header, Record, FORMAT_VERSION};
 
 use crate::cli::{Options, Target};
 use crate::error::RecError;
@@ -113,17 +113,8 @@ impl Output {
                 // The kernel does not report the vDSO it maps at exec; read it from /proc
                 // while the process is (very likely) still alive.
                 if let Ok(maps) = procfs::maps(pid) {
-                    if let Some(v) = maps.iter().find(|m| m.path == "[vdso]") {
-                        self.push(&Record::Mmap(Mmap {
-                            time,
-                            pid,
-                            tid: pid,
-                            start: v.start,
-                            len: v.end - v.start,
-                            path: v.path.clone(),
-                            prot: v.prot,
-                            ..Default::default()
-                        }));
+                    if let Some(v) = maps.into_iter().find(|m| m.path == "[vdso]") {
+                        self.push(&Record::Mmap(v.into_mmap(pid, time)));
                     }
                 }
             }
@@ -215,18 +206,7 @@ fn snapshot(out: &mut Output, pid: u32) {
         if !exec || m.path.is_empty() {
             continue;
         }
-        out.record(Record::Mmap(Mmap {
-            time: now,
-            pid,
-            tid: pid,
-            start: m.start,
-            len: m.end - m.start,
-            pgoff: m.pgoff,
-            path: m.path,
-            prot: m.prot,
-            inode: m.inode,
-            ..Default::default()
-        }));
+        out.record(Record::Mmap(m.into_mmap(pid, now)));
     }
 }
 

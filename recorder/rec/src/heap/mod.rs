@@ -15,7 +15,7 @@ pub mod ring;
 
 use std::collections::{HashMap, HashSet};
 
-use crossprof_format::{Alloc, Comm, Free, Lost, Mmap, Record, Rss, StackNode, Task};
+use crossprof_format::{Alloc, Comm, Free, Lost, Record, Rss, StackNode, Task};
 
 use crate::procfs;
 use endpoint::Endpoint;
@@ -257,18 +257,7 @@ fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn FnMut(Record)) {
         if !p.written.insert((m.start, m.end, m.pgoff)) {
             continue;
         }
-        emit(Record::Mmap(Mmap {
-            time,
-            pid,
-            tid: pid,
-            start: m.start,
-            len: m.end - m.start,
-            pgoff: m.pgoff,
-            path: m.path,
-            prot: m.prot,
-            inode: m.inode,
-            ..Default::default()
-        }));
+        emit(Record::Mmap(m.into_mmap(pid, time)));
     }
 }
 
