@@ -298,3 +298,99 @@ pub fn read_records(path: &Path) -> (Vec<crossprof_format::Record>, crossprof_fo
     }
     (out, r.summary().clone())
 }
+
+/// `hostside export --format collapsed` of a recording, split back into stacks (outermost
+/// first, the process name as the root) and their sample counts.
+pub fn folded_stacks(recording: &Path, sysroot: &Path) -> Vec<(Vec<String>, u64)> {
+    let name = recording
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("file name");
+    let out = scratch().join(format!("{name}.folded"));
+    hostside_ok(&[
+        "export",
+        "--format",
+        "collapsed",
+        "--sysroot",
+        sysroot.to_str().expect("utf-8"),
+        recording.to_str().expect("utf-8"),
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    std::fs::read_to_string(&out)
+        .expect("folded output")
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').expect("a count");
+            (
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().expect("a number"),
+            )
+        })
+        .collect()
+}
+
+/// The ground truth of `tests/programs/deep.c` + `deep_lib.c`, however the stacks were
+/// captured: most samples are in `deep_leaf`; >= 99% of those unwind through `main` into the
+/// C library's start code; `deep_path` has 2/3 and `recurse` 1/3 of them (within 5 points);
+/// the leaf's stacks hold all 12 exe/lib levels and the recursion's all 21 frames.
+pub fn assert_deep_ground_truth(stacks: &[(Vec<String>, u64)]) {
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    assert!(total > 200, "only {total} samples");
+    let in_leaf = |s: &Vec<String>| s.last().is_some_and(|f| f == "deep_leaf");
+    let has = |s: &Vec<String>, name: &str| s.iter().any(|f| f == name);
+    let work: u64 = stacks
+        .iter()
+        .filter(|(s, _)| in_leaf(s))
+        .map(|(_, n)| n)
+        .sum();
+    let reach: u64 = stacks
+        .iter()
+        .filter(|(s, _)| {
+            in_leaf(s) && has(s, "main") && s.iter().any(|f| f.starts_with("__libc_start"))
+        })
+        .map(|(_, n)| n)
+        .sum();
+    // Under emulation the dynamic loader's start-up takes a noticeable share of samples.
+    assert!(
+        work * 10 >= total * 7,
+        "only {work} of {total} samples in deep_leaf: {stacks:?}"
+    );
+    assert!(
+        reach * 100 >= work * 99,
+        "{reach} of {work} deep_leaf samples reach main and __libc_start*: {stacks:?}"
+    );
+    let with = |name: &str| -> u64 {
+        stacks
+            .iter()
+            .filter(|(s, _)| has(s, name))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (dp, rc) = (with("deep_path"), with("recurse"));
+    let share = 100.0 * dp as f64 / (dp + rc) as f64;
+    assert!(
+        (share - 200.0 / 3.0).abs() <= 5.0,
+        "deep_path {share:.1}% ({dp} vs {rc})"
+    );
+    let hottest = |caller: &str| {
+        stacks
+            .iter()
+            .filter(|(s, _)| in_leaf(s) && has(s, caller))
+            .max_by_key(|(_, n)| *n)
+            .map(|(s, _)| s.clone())
+            .unwrap_or_default()
+    };
+    let deep = hottest("deep_path");
+    let levels = deep
+        .iter()
+        .filter(|f| f.starts_with("deep_exe_level") || f.starts_with("deep_lib_level"))
+        .count();
+    assert_eq!(levels, 12, "{deep:?}");
+    let rec = hottest("recurse");
+    assert_eq!(
+        rec.iter().filter(|f| *f == "recurse").count(),
+        21,
+        "{rec:?}"
+    );
+}
