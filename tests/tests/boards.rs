@@ -134,7 +134,7 @@ fn board_unwinds_stack_copies(board: Board, tag: &str, rounds: &str) {
 
 #[test]
 fn aarch64_board_unwinds_stack_copies_without_frame_pointers() {
-    board_unwinds_stack_copies(Board::Aarch64, "board_aarch64_dwarf", "100");
+    board_unwinds_stack_copies(Board::Aarch64, "board_aarch64_dwarf", "150");
 }
 
 #[test]
