@@ -107,21 +107,27 @@ impl AddressSpace {
         let Some(pattern) = signal::trampoline(self.arch) else {
             return false;
         };
-        self.code.iter().any(|(range, bias, s)| {
-            if !range.contains(&avma) {
-                return false;
-            }
-            let (Some(svma), Some(data)) = (s.text_segment_svma.as_ref(), s.text_segment.as_ref())
-            else {
-                return false;
-            };
-            let at = avma.wrapping_sub(*bias);
-            if at < svma.start {
-                return false;
-            }
-            let off = (at - svma.start) as usize;
-            data.get(off..off.saturating_add(pattern.len())) == Some(pattern)
-        })
+        let Some((bias, s)) = self.module_at(avma) else {
+            return false;
+        };
+        let (Some(svma), Some(data)) = (s.text_segment_svma.as_ref(), s.text_segment.as_ref())
+        else {
+            return false;
+        };
+        let at = avma.wrapping_sub(bias);
+        if at < svma.start {
+            return false;
+        }
+        let off = (at - svma.start) as usize;
+        data.get(off..off.saturating_add(pattern.len())) == Some(pattern)
+    }
+
+    /// The module mapped at `avma`: its load bias and unwind sections.
+    fn module_at(&self, avma: u64) -> Option<(u64, &UnwindSections)> {
+        self.code
+            .iter()
+            .find(|(range, _, _)| range.contains(&avma))
+            .map(|(_, bias, s)| (*bias, &**s))
     }
 
     /// Unwinds one sample: appends the instruction pointer and then each return address to
@@ -234,14 +240,10 @@ impl AddressSpace {
             // A return address is looked up inside the call, not at the next instruction.
             let lookup = if first { pc } else { pc.wrapping_sub(1) };
             first = false;
-            let Some((_, bias, sections)) = self
-                .code
-                .iter()
-                .find(|(range, _, _)| range.contains(&lookup))
-            else {
+            let Some((bias, sections)) = self.module_at(lookup) else {
                 return Outcome::Truncated;
             };
-            let svma = lookup.wrapping_sub(*bias) & 0xffff_ffff;
+            let svma = lookup.wrapping_sub(bias) & 0xffff_ffff;
             let (old_pc, old_sp) = (f.r[15] & !1, f.r[13]);
             // DWARF CFI where an FDE covers the address (exact ranges), else EHABI.
             if let Some(cfi) = sections.cfi.as_ref().filter(|c| c.covers(svma)) {
@@ -324,14 +326,10 @@ impl AddressSpace {
             }
             let lookup = if first { pc } else { pc.wrapping_sub(1) };
             first = false;
-            let Some((_, bias, sections)) = self
-                .code
-                .iter()
-                .find(|(range, _, _)| range.contains(&lookup))
-            else {
+            let Some((bias, sections)) = self.module_at(lookup) else {
                 return Outcome::Truncated;
             };
-            let svma = lookup.wrapping_sub(*bias);
+            let svma = lookup.wrapping_sub(bias);
             let table = [&sections.cfi_eh, &sections.cfi]
                 .into_iter()
                 .flatten()
