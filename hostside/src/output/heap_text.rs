@@ -8,7 +8,7 @@ use crate::analysis::heap::{HeapProfile, Metric};
 use crate::analysis::heap_diff::HeapDiff;
 use crate::analysis::heap_timeline::Bucket;
 use crate::analysis::load::Loaded;
-use crate::output::text::{header, location, pct, short};
+use crate::output::text::{frame_label, header, location, pct, short};
 
 /// Columns of the chart.
 pub const CHART_COLUMNS: usize = 60;
@@ -181,15 +181,7 @@ pub fn heap_report(out: &mut dyn Write, l: &Loaded, p: &HeapProfile, top: usize)
                     .iter()
                     .skip(1)
                     .take(8)
-                    .map(|&id| {
-                        let c = p.table.get(id);
-                        let loc = location(c);
-                        if loc.is_empty() {
-                            c.function.clone()
-                        } else {
-                            format!("{} ({loc})", c.function)
-                        }
-                    })
+                    .map(|&id| frame_label(p.table.get(id)))
                     .collect();
                 if !chain.is_empty() {
                     let more = if s.traces.len() > 1 {

@@ -28,6 +28,16 @@ pub(crate) fn location(f: &Frame) -> String {
     }
 }
 
+/// A frame in a call chain: `function (file:line)`, or the function alone without a location.
+pub(crate) fn frame_label(f: &Frame) -> String {
+    let loc = location(f);
+    if loc.is_empty() {
+        f.function.clone()
+    } else {
+        format!("{} ({loc})", f.function)
+    }
+}
+
 /// Writes the report's opening lines: file, command, board, what was recorded (`events`, e.g.
 /// "1234 samples, 0 lost") and how the modules matched.
 pub fn header(out: &mut dyn Write, l: &Loaded, events: &str) -> io::Result<()> {
@@ -141,15 +151,7 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
         for (chain, n) in cpu.callers(&fr.function, &fr.module, 8, 3) {
             let names: Vec<String> = chain
                 .iter()
-                .map(|&id| {
-                    let c = cpu.table.get(id);
-                    let loc = location(c);
-                    if loc.is_empty() {
-                        c.function.clone()
-                    } else {
-                        format!("{} ({loc})", c.function)
-                    }
-                })
+                .map(|&id| frame_label(cpu.table.get(id)))
                 .collect();
             writeln!(
                 out,
