@@ -64,7 +64,7 @@ fn thumb2_stacks_unwind_through_exidx_and_debug_frame_to_main() {
         qemu: "qemu-arm-static",
         regs_mask: 0xffff,
         tag: "self-sample-arm",
-        rounds: "1000",
+        rounds: "3000",
     });
 }
 
