@@ -76,7 +76,7 @@ fn riscv64_stacks_unwind_through_eh_frame_to_main() {
         qemu: "qemu-riscv64-static",
         regs_mask: (1 << 0) | (1 << 1) | (1 << 2) | (1 << 8),
         tag: "self-sample-riscv64",
-        rounds: "3000",
+        rounds: "9000",
     });
 }
 
