@@ -69,6 +69,9 @@ pub struct Processes {
     execs: HashMap<u32, Vec<u64>>,
     parent: HashMap<u32, (u32, u64)>,
     names: HashMap<u32, Vec<(u64, String)>>,
+    /// Who created each task (thread or process) and when: a new task carries its creator's
+    /// name until it execs or names itself, and the kernel writes no COMM record for that.
+    creator: HashMap<u32, (u32, u64)>,
     /// The vDSO image copied from the board, if any.
     pub vdso: Option<Blob>,
     /// /proc/kallsyms text from the board, if any.
@@ -89,9 +92,14 @@ impl Processes {
                 }
                 p.names.entry(c.tid).or_default().push((c.time, c.comm));
             }
-            // A new process (not a thread): it runs its parent's image until it execs.
-            Record::Fork(t) if t.pid != t.ppid => {
-                p.parent.entry(t.pid).or_insert((t.ppid, t.time));
+            Record::Fork(t) => {
+                // A new process (not a thread): it runs its parent's image until it execs.
+                if t.pid != t.ppid {
+                    p.parent.entry(t.pid).or_insert((t.ppid, t.time));
+                }
+                if t.tid != t.ptid {
+                    p.creator.entry(t.tid).or_insert((t.ptid, t.time));
+                }
             }
             Record::Mmap(m) => mmaps.push(m),
             Record::Blob(b) if b.name == "[vdso]" => p.vdso = Some(b),
@@ -205,14 +213,83 @@ impl Processes {
         Vec::new()
     }
 
-    /// The name of thread `tid` at `time` (the latest COMM before it, else the first known).
+    /// The name of thread `tid` at `time`: the latest COMM before it; before the first one, the
+    /// name it inherited from the thread that created it (as the kernel does: an unnamed thread
+    /// shows its process's command, like perf); else the first known name, else `?`.
     pub fn name(&self, tid: u32, time: u64) -> &str {
-        match self.names.get(&tid) {
-            Some(v) if !v.is_empty() => {
+        let (mut tid, mut time) = (tid, time);
+        // Bounded: a creator chain in a hostile recording may loop.
+        for _ in 0..64 {
+            let own = self.names.get(&tid).filter(|v| !v.is_empty());
+            if let Some(v) = own {
                 let i = v.partition_point(|(t, _)| *t <= time);
-                &v[i.saturating_sub(1)].1
+                if i > 0 {
+                    return &v[i - 1].1;
+                }
             }
-            _ => "?",
+            match self.creator.get(&tid) {
+                Some(&(creator, created)) => (tid, time) = (creator, created),
+                None => return own.map_or("?", |v| v[0].1.as_str()),
+            }
         }
+        "?"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossprof_format::{Comm, Task};
+
+    fn build(records: Vec<Record>) -> Processes {
+        Processes::build(&mut |f: &mut dyn FnMut(Record)| {
+            for r in records.clone() {
+                f(r)
+            }
+        })
+    }
+
+    fn comm(time: u64, pid: u32, tid: u32, name: &str) -> Record {
+        Record::Comm(Comm {
+            time,
+            pid,
+            tid,
+            comm: name.into(),
+            exec: pid == tid,
+        })
+    }
+
+    fn fork(time: u64, pid: u32, tid: u32, ppid: u32, ptid: u32) -> Record {
+        Record::Fork(Task {
+            time,
+            pid,
+            tid,
+            ppid,
+            ptid,
+        })
+    }
+
+    #[test]
+    fn an_unnamed_thread_shows_its_creators_name_until_it_names_itself() {
+        let p = build(vec![
+            comm(10, 100, 100, "app"),
+            fork(20, 100, 101, 100, 100),
+            // A thread created by that thread, before and after the first renames itself.
+            fork(30, 100, 102, 100, 101),
+            comm(40, 100, 101, "worker"),
+            fork(50, 100, 103, 100, 101),
+        ]);
+        assert_eq!(p.name(101, 25), "app");
+        assert_eq!(p.name(101, 45), "worker");
+        assert_eq!(p.name(102, 60), "app");
+        assert_eq!(p.name(103, 60), "worker");
+        assert_eq!(p.name(100, 60), "app");
+        assert_eq!(p.name(999, 60), "?");
+    }
+
+    #[test]
+    fn a_creator_loop_in_a_hostile_recording_ends() {
+        let p = build(vec![fork(1, 5, 6, 5, 7), fork(1, 5, 7, 5, 6)]);
+        assert_eq!(p.name(6, 2), "?");
     }
 }

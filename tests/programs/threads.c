@@ -1,13 +1,16 @@
 /* Ground truth for threads: worker N (N = 1..4) does N units of work, so the four threads take
- * 10%, 20%, 30% and 40% of the samples. Each thread is named "workerN".
- * Usage: threads [UNITS] */
+ * 10%, 20%, 30% and 40% of the samples. Each thread is named "workerN", unless the second
+ * argument is "unnamed": then the threads keep the name they inherit (the program's).
+ * Usage: threads [UNITS [unnamed]] */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static long units = 150;
+static int named = 1;
 
 __attribute__((noinline)) static uint64_t spin(long n) {
     uint64_t x = (uint64_t)n;
@@ -19,7 +22,7 @@ static void *worker(void *arg) {
     long id = (long)arg;
     char name[16];
     snprintf(name, sizeof name, "worker%ld", id);
-    pthread_setname_np(pthread_self(), name);
+    if (named) pthread_setname_np(pthread_self(), name);
     volatile uint64_t r = spin(id * units / 10);
     (void)r;
     return NULL;
@@ -27,6 +30,7 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc > 1) units = atol(argv[1]);
+    if (argc > 2 && strcmp(argv[2], "unnamed") == 0) named = 0;
     pthread_t t[4];
     for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)(i + 1));
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);

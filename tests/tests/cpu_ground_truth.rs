@@ -171,6 +171,22 @@ fn four_threads_share_10_20_30_40() {
     }
 }
 
+/// The kernel writes no COMM record for a new thread: it inherits its creator's name, and the
+/// report must show that name (as perf does), not an unknown one.
+#[test]
+fn unnamed_threads_show_the_process_command() {
+    let p = build("threads.c", "unnamed_thr", C_FP);
+    let out = scratch().join("unnamed_thr.zst");
+    record(&out, &[], &[p.board.to_str().unwrap(), "20", "unnamed"]);
+    let r = report_json(&out, Some(&p.sysroot));
+    let threads = r["cpu"]["threads"].as_array().unwrap();
+    let workers: Vec<_> = threads.iter().filter(|t| t["tid"] != t["pid"]).collect();
+    assert_eq!(workers.len(), 4, "{threads:?}");
+    for t in workers {
+        assert_eq!(t["comm"], "unnamed_thr", "{threads:?}");
+    }
+}
+
 #[test]
 fn forked_child_that_execs_is_followed() {
     let child = build("cpu_split.c", "fe_child", C_FP);
