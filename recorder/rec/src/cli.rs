@@ -4,23 +4,6 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-// The default call-graph mode per architecture, from measurement (bench/RESULTS.md): stock
-// Yocto/Buildroot code has no frame pointers, and the stack copy costs the board about what
-// an fp chain costs, so `dwarf` wherever hostside has an unwinder for the architecture; `fp`
-// where it has none yet (i686, RISC-V), so those stacks are not reduced to their leaf.
-#[cfg(any(target_arch = "x86", target_arch = "riscv64"))]
-macro_rules! default_call_graph_name {
-    () => {
-        "fp"
-    };
-}
-#[cfg(not(any(target_arch = "x86", target_arch = "riscv64")))]
-macro_rules! default_call_graph_name {
-    () => {
-        "dwarf"
-    };
-}
-
 /// The help text. Hand-written, because rec uses a minimal parser to stay small.
 pub const HELP: &str = concat!(
     "\
@@ -33,9 +16,7 @@ Usage:
 Options:
   -o, --out FILE        recording to write [default: crossprof.zst]
   -F, --freq HZ         samples per second per thread [default: 999]
-      --call-graph MODE how call stacks are captured [default: ",
-    default_call_graph_name!(),
-    "]
+      --call-graph MODE how call stacks are captured [default: dwarf]
                           fp           frame-pointer chains walked by the kernel: cheap,
                                        complete only for code built with
                                        -fno-omit-frame-pointer (useless for Thumb-2)
@@ -97,12 +78,11 @@ impl CallGraph {
     /// The stack copy `dwarf` takes when no size is given, as perf's default.
     pub const DEFAULT_STACK: u32 = 8192;
 
-    /// The default for the architecture rec was built for (see `default_call_graph_name`).
+    /// The default on every architecture, from measurement (bench/RESULTS.md): stock
+    /// Yocto/Buildroot code has no frame pointers, the stack copy costs the board about what an
+    /// fp chain costs, and hostside unwinds the copy for every architecture rec ships for.
     pub fn default_for_target() -> CallGraph {
-        match default_call_graph_name!() {
-            "fp" => CallGraph::Fp,
-            _ => CallGraph::Dwarf(Self::DEFAULT_STACK),
-        }
+        CallGraph::Dwarf(Self::DEFAULT_STACK)
     }
 
     /// Parses `fp`, `dwarf` or `dwarf=BYTES`.
