@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The help text. Hand-written, because rec uses a minimal parser to stay small.
-pub const HELP: &str = concat!(
-    "\
+pub const HELP: &str = "\
 rec: record CPU samples on this board for analysis elsewhere with `hostside`.
 
 Usage:
@@ -35,6 +34,7 @@ Options:
       --flush-ms MS     close, write and fdatasync a frame at least this often; everything
                         synced survives power loss or kill -9 [default: 1000]
       --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
+                        (up to 5 s to exit; rec returns its status)
   -p, --pid PID         record an existing process instead of launching one
   -h, --help            print this help
   -V, --version         print the version
@@ -50,8 +50,7 @@ Examples:
   rec --out /tmp/t.zst ./app --its-args
   rec -F 4999 --duration 10 -p $(pidof daemon)
   rec --heap --no-cpu --out /tmp/h.zst ./app
-"
-);
+";
 
 /// What to record.
 #[derive(Debug, Clone, PartialEq)]
