@@ -15,8 +15,10 @@ Examples:
   hostside flamegraph --sysroot ./sysroot t.zst -o cpu.svg
   hostside export --format collapsed --sysroot ./sysroot t.zst -o t.folded
   hostside diff before.zst after.zst --sysroot ./sysroot
+  hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
 
-Exit status: 0 on success, 2 when the input cannot be used (the message says why).")]
+Exit status: 0 on success, 1 when `report --fail-on-leak` found more leaked bytes than allowed,
+2 when the input cannot be used (the message says why).")]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -80,6 +82,13 @@ pub enum Command {
         /// Print the report as JSON (stable field names).
         #[arg(long)]
         json: bool,
+        /// For CI: after the report, exit with status 1 when more than BYTES are still live at
+        /// the end (heaptrack's "total memory leaked": its built-in suppressions excluded), and
+        /// print the top leak sites with their stacks to standard error. Implies `--heap`.
+        /// BYTES is a number, optionally followed by K, M or G (powers of 1000, as the report
+        /// prints sizes) or KiB, MiB or GiB (powers of 1024).
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes, conflicts_with_all = ["cpu", "off_cpu"])]
+        fail_on_leak: Option<u64>,
     },
     /// Draw an interactive SVG flame graph.
     Flamegraph {
@@ -154,4 +163,51 @@ pub enum ExportFormat {
     Pprof,
     /// Text in the shape of `perf script`.
     PerfScript,
+}
+
+/// Parses a byte count: digits, optionally followed by a unit (`K`, `M`, `G` for powers of
+/// 1000, `KiB`, `MiB`, `GiB` for powers of 1024; a trailing `B` is allowed, case is ignored).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count (e.g. 0, 4096, 64K, 1MiB)"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "m" | "mb" => 1000 * 1000,
+        "g" | "gb" => 1000 * 1000 * 1000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {s:?} (use K, M, G, KiB, MiB or GiB)"
+            ))
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn byte_counts_with_units() {
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("64K"), Ok(64_000));
+        assert_eq!(parse_bytes("2mb"), Ok(2_000_000));
+        assert_eq!(parse_bytes("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_bytes("3 GiB"), Ok(3 << 30));
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("12X").is_err());
+        assert!(parse_bytes("99999999999999999999G").is_err());
+        assert!(parse_bytes("18446744073709551615G").is_err());
+    }
 }

@@ -12,11 +12,20 @@ use crate::analysis::heap::{HeapMetric, HeapOptions, HeapProfile};
 use crate::analysis::heap_diff;
 use crate::analysis::load::{load_checked, Loaded};
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
-use crate::output::{flame, heap_json, heap_text, info, json, text};
+use crate::output::{flame, heap_json, heap_text, info, json, leak_check, text};
 use crate::recording::Recording;
 
+/// How a command that ran to its end went, for the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing to complain about (exit status 0).
+    Success,
+    /// `report --fail-on-leak` found more leaked bytes than allowed (exit status 1).
+    LeakLimitExceeded,
+}
+
 /// Runs the parsed command line.
-pub fn run(cli: Cli) -> Result<()> {
+pub fn run(cli: Cli) -> Result<Outcome> {
     match cli.command {
         Command::Info { file, json } => {
             let rec = Recording::open(&file)?;
@@ -28,7 +37,7 @@ pub fn run(cli: Cli) -> Result<()> {
             } else {
                 info::print(&mut out, &i)?;
             }
-            Ok(())
+            Ok(Outcome::Success)
         }
         Command::Report {
             file,
@@ -38,7 +47,9 @@ pub fn run(cli: Cli) -> Result<()> {
             off_cpu,
             top,
             json,
+            fail_on_leak,
         } => {
+            let heap = heap || fail_on_leak.is_some();
             let l = load_checked(&file, &symbols.lookup())?;
             if heap {
                 require(&l, "heap", l.has_heap, "rec --heap")?;
@@ -59,7 +70,14 @@ pub fn run(cli: Cli) -> Result<()> {
             } else {
                 text::cpu_report(&mut out, &l, top)?;
             }
-            Ok(())
+            out.flush()?;
+            if let (Some(limit), Some(p)) = (fail_on_leak, &profile) {
+                if p.totals.leaked_bytes > limit {
+                    leak_check::report(&mut io::stderr().lock(), p, limit, top)?;
+                    return Ok(Outcome::LeakLimitExceeded);
+                }
+            }
+            Ok(Outcome::Success)
         }
         Command::Flamegraph {
             file,
@@ -99,7 +117,7 @@ pub fn run(cli: Cli) -> Result<()> {
             };
             let out = create(&output)?;
             flame::svg(&folded, &title, unit, out)?;
-            Ok(())
+            Ok(Outcome::Success)
         }
         Command::Export {
             file,
@@ -115,7 +133,7 @@ pub fn run(cli: Cli) -> Result<()> {
                         writeln!(out, "{line}")?;
                     }
                     out.flush()?;
-                    Ok(())
+                    Ok(Outcome::Success)
                 }
                 other => {
                     let name = match other {
@@ -158,7 +176,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 });
                 serde_json::to_writer_pretty(&mut out, &v)?;
                 writeln!(out)?;
-                return Ok(());
+                return Ok(Outcome::Success);
             }
             if with_cpu {
                 writeln!(
@@ -188,7 +206,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 writeln!(out, "{} -> {}", old.display(), new.display())?;
                 heap_text::heap_diff(&mut out, h, top)?;
             }
-            Ok(())
+            Ok(Outcome::Success)
         }
     }
 }

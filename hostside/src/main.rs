@@ -7,7 +7,8 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = hostside::cli::Cli::parse();
     match hostside::commands::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(hostside::commands::Outcome::Success) => ExitCode::SUCCESS,
+        Ok(hostside::commands::Outcome::LeakLimitExceeded) => ExitCode::from(1),
         Err(e) => {
             // A closed pipe (`hostside report | head`) is not an error.
             if e.chain().any(|c| {

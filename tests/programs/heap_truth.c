@@ -43,6 +43,6 @@ __attribute__((noipa)) long grow(int steps) {
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 2000000;
     churn(n);
-    leak_some(20000);
+    leak_some(20000); /* LINE:main_leak */
     return grow(1000) == (char)999 ? 0 : 1;
 }

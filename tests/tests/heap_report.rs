@@ -494,6 +494,78 @@ fn c_program_equals_heaptrack_per_site_and_in_total() {
     assert!(!c.ht.peak.is_empty());
 }
 
+/// `report --fail-on-leak`: exit status 0 up to the limit, 1 above it with the leak sites on
+/// standard error (and the report, text or JSON, still on standard output).
+#[test]
+fn fail_on_leak_exits_1_above_the_limit_and_names_the_sites() {
+    let c = c_program();
+    let leaked = u(heap(c), "leaked_bytes");
+    assert_eq!(leaked, 2_000_000, "{:#}", heap(c));
+    let sysroot = c.program.sysroot.to_str().unwrap();
+    let rec = c.recording.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let o = Command::new(hostside())
+            .args(["report", "--sysroot", sysroot])
+            .args(extra)
+            .arg(rec)
+            .output()
+            .expect("run hostside");
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        (o.status.code(), out, err)
+    };
+    // At the limit, and with a limit in units above it: no failure, no message.
+    for limit in ["2000000", "2M", "2MiB"] {
+        let (code, out, err) = run(&["--fail-on-leak", limit]);
+        assert_eq!(code, Some(0), "{limit}: {err}");
+        assert!(err.is_empty(), "{limit}: {err}");
+        assert!(out.contains("total memory leaked            2.00 MB in 20000 blocks"));
+    }
+    let line = marker_line(&c.program.source, "leak");
+    let main_line = marker_line(&c.program.source, "main_leak");
+    for extra in [
+        &["--fail-on-leak", "1999999"][..],
+        &["--fail-on-leak", "1MiB", "--json"],
+    ] {
+        let (code, out, err) = run(extra);
+        assert_eq!(code, Some(1), "{extra:?}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            lines[0].starts_with("hostside: 2.00 MB (2000000 B) leaked in 20000 blocks"),
+            "{err}"
+        );
+        assert_eq!(lines[1], "top leak sites (1 of 1):", "{err}");
+        let site: Vec<&str> = lines[3].split_whitespace().collect();
+        assert_eq!(
+            site,
+            [
+                "2.00",
+                "MB",
+                "20000",
+                "leak_some",
+                &format!("heap_truth.c:{line}"),
+                "(heap_c)"
+            ],
+            "{err}"
+        );
+        assert_eq!(
+            lines[4].trim(),
+            format!("<- main (heap_truth.c:{main_line})"),
+            "{err}"
+        );
+        // The report itself is unchanged.
+        if extra.contains(&"--json") {
+            let v: Value = serde_json::from_str(&out).expect("JSON report");
+            assert_eq!(v["heap"]["leaked_bytes"].as_u64(), Some(2_000_000));
+        } else {
+            assert!(out.contains("Memory leaked"), "{out}");
+        }
+    }
+    // A limit that is not a byte count is a usage error.
+    let (code, _, err) = run(&["--fail-on-leak", "lots"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
 #[test]
 fn cpp_program_equals_heaptrack_through_operator_new() {
     let c = compare("heap_truth.cpp", "heap_cpp", &[]);

@@ -6,4 +6,5 @@ pub mod heap_json;
 pub mod heap_text;
 pub mod info;
 pub mod json;
+pub mod leak_check;
 pub mod text;
