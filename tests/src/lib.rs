@@ -7,6 +7,7 @@
 //! `CROSSPROF_HOSTSIDE`, or the default build locations.
 
 pub mod boards;
+pub mod heaptrack;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
