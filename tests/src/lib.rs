@@ -8,6 +8,7 @@
 
 pub mod boards;
 pub mod heaptrack;
+pub mod realworld;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

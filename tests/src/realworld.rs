@@ -1,0 +1,180 @@
+//! The real-world corpus (`tests/realworld/`): programs nobody here wrote, fetched from the
+//! registries (Debian source packages, crates.io) and built the way embedded teams build them,
+//! each with a stripped board copy, its unstripped copy in a debug sysroot at the same path,
+//! and a deterministic workload of a few seconds.
+//!
+//! ```no_run
+//! let p = crossprof_tests::realworld::build("sqlite3", "lld-O2-pie");
+//! let status = p.command().status().unwrap(); // or hand p.command_line() to rec / perf
+//! # let _ = status;
+//! ```
+//!
+//! Builds are cached under `~/.cache/crossprof/realworld/` by `tests/realworld/build.sh`; the
+//! first build of a variant takes a minute or two (ripgrep longer), later ones cost a stamp
+//! check. Several tests may ask for the same build at once: the script serialises them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::root;
+
+/// The programs of the corpus: a database, an interpreter, a compressor, a C++ build tool
+/// with exceptions enabled, and a multi-threaded Rust program.
+pub const PROGRAMS: &[&str] = &["sqlite3", "lua", "zstd", "ninja", "ripgrep"];
+
+/// The C/C++ programs (every linker variant applies to them; ripgrep's only variant is
+/// `rust`).
+pub const C_PROGRAMS: &[&str] = &["sqlite3", "lua", "zstd", "ninja"];
+
+/// The x86_64 linkers of the C/C++ variants.
+pub const LINKERS: &[&str] = &["bfd", "lld", "mold"];
+
+/// The programs that are also cross-built for the emulated boards (variants
+/// `aarch64-bfd-O2-pie` and `armv7-bfd-O2-pie`).
+pub const BOARD_PROGRAMS: &[&str] = &["sqlite3", "lua"];
+
+/// One program built in one variant.
+#[derive(Debug, Clone)]
+pub struct RealProgram {
+    /// Corpus name (`sqlite3`, `lua`, ...).
+    pub program: String,
+    /// Variant (`bfd-O2-pie`, `aarch64-bfd-O2-pie`, `rust`, ...).
+    pub variant: String,
+    /// `x86_64`, `aarch64` or `armv7`.
+    pub arch: String,
+    /// Source version (Debian package version or crates.io version).
+    pub version: String,
+    /// The stripped copy to run (on x86_64 it runs where it lies).
+    pub board: PathBuf,
+    /// The path of the program on the board: `board` itself on x86_64, `/usr/bin/NAME` for
+    /// the cross builds.
+    pub guest: String,
+    /// The unstripped copy, inside `sysroot` at `guest`.
+    pub unstripped: PathBuf,
+    /// Debug sysroot: the unstripped program and (as symlinks to the files of this machine or
+    /// of the cross toolchain) the shared libraries it loads, at their board paths.
+    pub sysroot: PathBuf,
+    /// The workload's directory (inputs generated there, shared by all variants of the
+    /// program): run the program with this as its working directory.
+    pub workdir: PathBuf,
+    /// The workload's arguments (paths relative to `workdir`).
+    pub args: Vec<String>,
+    /// The shared libraries the program needs: (path on the board, file on this machine).
+    /// For the cross builds these come from Debian's cross C library.
+    pub libs: Vec<(String, PathBuf)>,
+}
+
+impl RealProgram {
+    /// The program and its workload arguments, for `rec --` or `perf record --`.
+    pub fn command_line(&self) -> Vec<String> {
+        let mut v = vec![self.board.to_string_lossy().into_owned()];
+        v.extend(self.args.iter().cloned());
+        v
+    }
+
+    /// The workload as a command: working directory set, output discarded.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(&self.board);
+        c.args(&self.args)
+            .current_dir(&self.workdir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        c
+    }
+
+    /// Wraps the workload in another command (a profiler): `wrapper... board args...`, run
+    /// in the workload's directory with its output discarded.
+    pub fn wrapped(&self, wrapper: &Path, wrapper_args: &[&str]) -> Command {
+        let mut c = Command::new(wrapper);
+        c.args(wrapper_args)
+            .args(self.command_line())
+            .current_dir(&self.workdir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        c
+    }
+}
+
+/// Builds (or finds cached) `program` in `variant` with `tests/realworld/build.sh` and reads
+/// its manifest. Panics with the script's message when the build fails (a missing tool, no
+/// network for a first fetch).
+pub fn build(program: &str, variant: &str) -> RealProgram {
+    let script = root().join("tests/realworld/build.sh");
+    let out = Command::new(&script)
+        .args([program, variant])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "tests/realworld/build.sh {program} {variant} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let manifest = Path::new(&dir).join("manifest");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    parse_manifest(&text).unwrap_or_else(|| panic!("{}: malformed manifest", manifest.display()))
+}
+
+fn parse_manifest(text: &str) -> Option<RealProgram> {
+    let mut p = RealProgram {
+        program: String::new(),
+        variant: String::new(),
+        arch: String::new(),
+        version: String::new(),
+        board: PathBuf::new(),
+        guest: String::new(),
+        unstripped: PathBuf::new(),
+        sysroot: PathBuf::new(),
+        workdir: PathBuf::new(),
+        args: Vec::new(),
+        libs: Vec::new(),
+    };
+    for line in text.lines() {
+        let (k, v) = line.split_once('=')?;
+        match k {
+            "program" => p.program = v.into(),
+            "variant" => p.variant = v.into(),
+            "arch" => p.arch = v.into(),
+            "version" => p.version = v.into(),
+            "board" => p.board = v.into(),
+            "guest" => p.guest = v.into(),
+            "unstripped" => p.unstripped = v.into(),
+            "sysroot" => p.sysroot = v.into(),
+            "workdir" => p.workdir = v.into(),
+            "arg" => p.args.push(v.into()),
+            "lib" => {
+                let (guest, host) = v.split_once(' ')?;
+                p.libs.push((guest.into(), host.into()));
+            }
+            _ => {}
+        }
+    }
+    (!p.program.is_empty() && p.board.is_absolute() && p.sysroot.is_absolute()).then_some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_lines_become_fields() {
+        let p = parse_manifest(
+            "program=lua\nvariant=bfd-O2-pie\narch=x86_64\nversion=5.4\nboard=/c/board/lua\n\
+             guest=/c/board/lua\nunstripped=/c/sysroot/c/board/lua\nsysroot=/c/sysroot\n\
+             workdir=/w\narg=bench.lua\narg=.read x y\nlib=/lib/x/libc.so.6 /usr/lib/x/libc.so.6\n",
+        )
+        .unwrap();
+        assert_eq!(p.args, ["bench.lua", ".read x y"]);
+        assert_eq!(
+            p.libs,
+            [(
+                "/lib/x/libc.so.6".to_string(),
+                PathBuf::from("/usr/lib/x/libc.so.6")
+            )]
+        );
+        assert_eq!(p.command_line(), ["/c/board/lua", "bench.lua", ".read x y"]);
+        assert!(parse_manifest("garbage").is_none());
+    }
+}
