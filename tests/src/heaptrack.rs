@@ -172,11 +172,17 @@ fn flame(data: &Path, cost: &str, out: &Path) -> Vec<(String, u64)> {
 
 /// Runs `program args` under heaptrack, writing `<out>.zst`, and reads the result.
 pub fn heaptrack(program: &Path, args: &[&str], out: &Path) -> Heaptrack {
-    let o = Command::new("heaptrack")
-        .arg("-o")
-        .arg(out)
-        .arg(program)
-        .args(args)
+    heaptrack_in(None, program, args, out)
+}
+
+/// [`heaptrack`] with `cwd` as the program's working directory.
+pub fn heaptrack_in(cwd: Option<&Path>, program: &Path, args: &[&str], out: &Path) -> Heaptrack {
+    let mut cmd = Command::new("heaptrack");
+    cmd.arg("-o").arg(out).arg(program).args(args);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    let o = cmd
         .output()
         .expect("heaptrack must be installed (apt-get install heaptrack)");
     // The "heaptrack stats" block goes to standard error.
@@ -344,161 +350,4 @@ impl Heaptrack {
         e.sites = extra;
         (own, e)
     }
-}
-
-/// What to compare besides allocations, leaked bytes and leaked blocks (always compared).
-#[derive(Debug, Clone, Copy)]
-pub struct Strictness {
-    /// Temporary allocations, in total and per site. Off when threads race: which free follows
-    /// which allocation then differs between two runs.
-    pub temporary: bool,
-    /// The exact peak, and each site's bytes at the peak. Off when the peak's composition
-    /// depends on the profiler (thread start-up blocks sized by the number of loaded modules).
-    pub peak: bool,
-}
-
-/// The dynamic loader's per-thread TLS vectors (`allocate_dtv`) are sized by the number of
-/// loaded modules, which includes the profiler's own preloaded libraries: their number matches
-/// heaptrack's, their size cannot.
-pub fn sized_by_the_profiler(module: &str) -> bool {
-    basename(module).starts_with("ld-linux")
-}
-
-fn u(v: &serde_json::Value, field: &str) -> u64 {
-    v[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {field} in {v}"))
-}
-
-/// The offset in `module+0xOFFSET`, the name hostside gives a frame without a symbol.
-fn unsymbolized_offset(function: &str) -> Option<u64> {
-    let (_, hex) = function.rsplit_once("+0x")?;
-    u64::from_str_radix(hex, 16).ok()
-}
-
-/// Our site (from `report --json`'s heap section) matching a heaptrack site: same function,
-/// file name, line and module. A site heaptrack could not symbolize (no symbol in a stripped
-/// library) is named by its absolute address in heaptrack's run, and ours by its offset in the
-/// module: they match when the module is the same and the address and offset agree within the
-/// page (modules are mapped page-aligned), if exactly one of our sites does.
-pub fn our_site<'a>(heap: &'a serde_json::Value, s: &HtSite) -> Option<&'a serde_json::Value> {
-    let sites = heap["sites"].as_array()?;
-    if let (Some(hex), None) = (s.function.strip_prefix("0x"), &s.file) {
-        let addr = u64::from_str_radix(hex, 16).ok()?;
-        let mut same = sites.iter().filter(|o| {
-            same_module(o["module"].as_str().unwrap_or(""), &s.module)
-                && o["function"]
-                    .as_str()
-                    .and_then(unsymbolized_offset)
-                    .is_some_and(|off| off & 0xfff == addr & 0xfff)
-        });
-        let first = same.next();
-        return first.filter(|_| same.next().is_none());
-    }
-    sites.iter().find(|o| {
-        o["function"].as_str() == Some(s.function.as_str())
-            && o["file"].as_str().map(basename) == s.file.as_deref().map(basename)
-            && o["line"].as_u64().map(|l| l as u32) == s.line.filter(|&l| l != 0)
-            && same_module(o["module"].as_str().unwrap_or(""), &s.module)
-    })
-}
-
-/// Every difference between our heap section (`report --json --top <all>`) and heaptrack's
-/// numbers for the program's own sites, heaptrack's extra sites taken out: totals exactly,
-/// and per site (counts exactly, bytes as heaptrack prints them). Empty when they agree.
-pub fn differences(
-    heap: &serde_json::Value,
-    ht: &Heaptrack,
-    own: &[HtSite],
-    extra: &Extra,
-    strict: Strictness,
-) -> Vec<String> {
-    let mut diffs: Vec<String> = Vec::new();
-    let mut check = |what: String, ours: String, theirs: String| {
-        if ours != theirs {
-            diffs.push(format!("{what}: ours {ours}, heaptrack {theirs}"));
-        }
-    };
-    let sites = heap["sites"].as_array().cloned().unwrap_or_default();
-    check(
-        "allocations".into(),
-        u(heap, "allocations").to_string(),
-        (ht.allocations - extra.allocations).to_string(),
-    );
-    if strict.temporary {
-        check(
-            "temporary".into(),
-            u(heap, "temporary").to_string(),
-            (ht.temporary - extra.temporary).to_string(),
-        );
-    }
-    if strict.peak {
-        check(
-            "peak bytes".into(),
-            u(heap, "peak_bytes").to_string(),
-            (ht.peak_bytes - extra.peak_bytes).to_string(),
-        );
-    }
-    let our_loader_leak: u64 = sites
-        .iter()
-        .filter(|s| sized_by_the_profiler(s["module"].as_str().unwrap_or("")))
-        .map(|s| u(s, "leaked_bytes"))
-        .sum();
-    let their_loader_leak: u64 = ht
-        .leaked_flame
-        .iter()
-        .filter(|(stack, _)| stack.contains("(dl-tls.c)"))
-        .map(|(_, v)| v)
-        .sum();
-    check(
-        "leaked bytes outside the loader".into(),
-        (u(heap, "leaked_bytes") - our_loader_leak).to_string(),
-        (ht.leaked_bytes - their_loader_leak).to_string(),
-    );
-    if their_loader_leak == 0 {
-        check(
-            "printed leak".into(),
-            ht_bytes(u(heap, "leaked_bytes")),
-            ht.leaked.clone(),
-        );
-    }
-    check(
-        "leaked blocks".into(),
-        (u(heap, "leaked_allocations") + u(heap, "suppressed_leaked_allocations")).to_string(),
-        ht.leaked_allocations.to_string(),
-    );
-    for s in own {
-        let Some(o) = our_site(heap, s) else {
-            check(format!("site {s:?}"), "missing".into(), "present".into());
-            continue;
-        };
-        let name = format!("{} {:?}:{:?}", s.function, s.file, s.line);
-        check(
-            format!("{name} allocations"),
-            u(o, "allocations").to_string(),
-            s.allocations.to_string(),
-        );
-        if strict.temporary {
-            check(
-                format!("{name} temporary"),
-                u(o, "temporary").to_string(),
-                s.temporary.to_string(),
-            );
-        }
-        if !sized_by_the_profiler(&s.module) {
-            check(
-                format!("{name} leaked"),
-                ht_bytes(u(o, "leaked_bytes")),
-                s.leaked.clone(),
-            );
-            if strict.peak {
-                check(
-                    format!("{name} bytes at the peak"),
-                    ht_bytes(u(o, "at_peak_bytes")),
-                    s.peak.clone(),
-                );
-            }
-        }
-    }
-    diffs
 }

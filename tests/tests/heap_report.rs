@@ -12,9 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crossprof_tests::heaptrack::{
-    basename, differences, heaptrack, loaded_modules, Extra, Heaptrack, HtSite, Strictness,
-};
+use crossprof_tests::heap_parity::{differences, Strictness};
+use crossprof_tests::heaptrack::{basename, heaptrack, loaded_modules, Extra, Heaptrack, HtSite};
 use crossprof_tests::*;
 use serde_json::Value;
 
