@@ -110,6 +110,11 @@ impl<'a> Dec<'a> {
         self.data.len() - self.pos
     }
 
+    /// Bytes consumed so far (the offset the next value starts at).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     /// Unsigned LEB128.
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         let start = self.pos;

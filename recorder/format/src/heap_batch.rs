@@ -1,3 +1,6 @@
+//! Heap events of format version 2, which the reader still expands (version 3 writes
+//! `heap_stream` instead; the builder stays for the tests that make version-2 payloads).
+//!
 //! Heap events stored compactly. A heap recording holds millions of `Alloc`/`Free` events;
 //! written one record each, their times, thread ids and heap addresses defeat compression
 //! (20x the size of heaptrack's file on the benchmark). The writer therefore packs a run of
@@ -11,7 +14,9 @@
 //! `NEW_TIME` + zig-zag time delta; `NEW_STACK` + zig-zag stack-id delta (allocs);
 //! always a zig-zag address delta; allocs also their size.
 
-use crate::codec::{Dec, DecodeError, Enc};
+#[cfg(test)]
+use crate::codec::Enc;
+use crate::codec::{Dec, DecodeError};
 use crate::record::{Alloc, Free, Record};
 
 const ALLOC: u8 = 1;
@@ -22,6 +27,7 @@ const NEW_STACK: u8 = 8;
 /// Events per batch at most: bounds the writer's memory and a reader's expansion queue.
 pub const MAX_BATCH: usize = 4096;
 
+#[cfg(test)]
 fn zigzag(d: i64) -> u64 {
     ((d << 1) ^ (d >> 63)) as u64
 }
@@ -40,6 +46,7 @@ struct Prev {
 }
 
 /// Builds one batch (one process's consecutive heap events).
+#[cfg(test)]
 #[derive(Default)]
 pub struct BatchBuilder {
     pid: Option<u32>,
@@ -48,6 +55,7 @@ pub struct BatchBuilder {
     prev: Prev,
 }
 
+#[cfg(test)]
 impl BatchBuilder {
     /// Whether `r` can join this batch: a heap event of the same process, with room left.
     /// Anything else must be preceded by [`BatchBuilder::take`], so file order is kept.

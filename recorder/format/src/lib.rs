@@ -25,15 +25,18 @@
 mod arch;
 pub mod codec;
 mod heap_batch;
+mod heap_stream;
 mod reader;
 mod record;
 mod writer;
 
 pub use arch::Arch;
+pub use heap_stream::UNKNOWN_BLOCK;
 pub use reader::{Damage, OpenError, Reader, Summary};
 pub use record::*;
 pub use writer::{FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT};
 
 /// The format version this crate writes and the newest it reads. Version 2 added batched heap
-/// events (a reader of version 1 would skip them silently, so it must refuse such files).
-pub const FORMAT_VERSION: u32 = 2;
+/// events (a reader of version 1 would skip them silently, so it must refuse such files);
+/// version 3 writes heap events as per-process codes without addresses (`heap_stream`).
+pub const FORMAT_VERSION: u32 = 3;

@@ -5,6 +5,7 @@
 //! records are produced as a stream.
 
 use crate::codec::{Dec, DecodeError};
+use crate::heap_stream::HeapDecoder;
 use crate::record::{DecodeOptions, Header, Record};
 use crate::writer::MAX_FRAME_CONTENT;
 
@@ -68,6 +69,14 @@ impl std::fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
+/// Where the heap record being expanded stands in the current frame.
+#[derive(Clone, Copy)]
+struct HeapCursor {
+    pos: usize,
+    end: usize,
+    pid: u32,
+}
+
 /// Streams records from the bytes of a recording (usually a memory map).
 pub struct Reader<'a> {
     data: &'a [u8],
@@ -78,8 +87,12 @@ pub struct Reader<'a> {
     /// decompressing a small frame).
     dctx: Option<zstd::bulk::Decompressor<'static>>,
     opts: DecodeOptions,
-    /// Records expanded from a heap batch, handed out before the next record of the frame.
+    /// Records expanded from a version-2 heap batch, handed out before the next record of
+    /// the frame.
     pending: std::collections::VecDeque<Record>,
+    /// The heap record being expanded: its codes at `frame[pos..end]`, of process `pid`.
+    heap_events: Option<HeapCursor>,
+    heap: HeapDecoder,
     summary: Summary,
     stopped: bool,
     header: Header,
@@ -97,6 +110,8 @@ impl<'a> Reader<'a> {
             dctx: None,
             opts: DecodeOptions::default(),
             pending: std::collections::VecDeque::new(),
+            heap_events: None,
+            heap: HeapDecoder::default(),
             summary: Summary::default(),
             stopped: false,
             header: Header::default(),
@@ -140,6 +155,23 @@ impl<'a> Reader<'a> {
             if let Some(r) = self.pending.pop_front() {
                 return Some(r);
             }
+            if let Some(c) = self.heap_events {
+                let mut d = Dec::new(&self.frame[c.pos..c.end]);
+                match self.heap.next(c.pid, &mut d) {
+                    Ok(Some(r)) => {
+                        self.heap_events = Some(HeapCursor {
+                            pos: c.end - d.remaining(),
+                            ..c
+                        });
+                        return Some(r);
+                    }
+                    Ok(None) => self.heap_events = None,
+                    Err(e) => {
+                        self.stop(Damage::BadRecord(e));
+                        return None;
+                    }
+                }
+            }
             if self.frame_pos < self.frame.len() {
                 match self.decode_in_frame() {
                     Ok(None) => continue,
@@ -163,14 +195,26 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The next record of the current frame; `None` when it was a heap batch, whose records
-    /// are now in `pending`.
+    /// The next record of the current frame; `None` when it was a heap record, whose records
+    /// are now in `pending` (version 2) or behind `heap_events`.
     fn decode_in_frame(&mut self) -> Result<Option<Record>, DecodeError> {
         let rest = &self.frame[self.frame_pos..];
         let tag = rest[0];
         let mut d = Dec::new(&rest[1..]);
         let payload = d.bytes()?;
         let used = 1 + (rest.len() - 1 - d.remaining());
+        if tag == crate::record::tag::HEAP_EVENTS {
+            let mut p = Dec::new(payload);
+            let pid = p.u32()?;
+            let end = self.frame_pos + used;
+            self.heap_events = Some(HeapCursor {
+                pos: end - p.remaining(),
+                end,
+                pid,
+            });
+            self.frame_pos = end;
+            return Ok(None);
+        }
         if tag == crate::record::tag::HEAP_BATCH {
             crate::heap_batch::expand(payload, &mut self.pending)?;
             self.frame_pos += used;
@@ -186,6 +230,7 @@ impl<'a> Reader<'a> {
         self.summary.damage = Some(damage);
         self.stopped = true;
         self.pending.clear();
+        self.heap_events = None;
         self.frame.clear();
         self.frame_pos = 0;
     }

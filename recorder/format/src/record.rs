@@ -162,7 +162,9 @@ pub struct Alloc {
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
-    /// Address returned to the application.
+    /// The block: from format version 3 on a handle, unique among the process's live blocks
+    /// and the same in the [`Free`] that releases it (files store no heap addresses, see
+    /// `heap_stream`); in older files the address returned to the application.
     pub addr: u64,
     /// Requested size in bytes.
     pub size: u64,
@@ -179,7 +181,8 @@ pub struct Free {
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
-    /// The freed address.
+    /// The freed block, as in [`Alloc::addr`]; a handle that is never live when the address
+    /// freed was not live.
     pub addr: u64,
 }
 
@@ -311,8 +314,12 @@ pub(crate) mod tag {
     pub const RSS: u8 = 12;
     pub const BLOB: u8 = 13;
     pub const END: u8 = 14;
-    /// A run of one process's Alloc/Free events, see `heap_batch`; expanded by the reader.
+    /// A run of one process's Alloc/Free events in format version 2, see `heap_batch`;
+    /// expanded by the reader.
     pub const HEAP_BATCH: u8 = 15;
+    /// A run of one process's heap events from format version 3 on, see `heap_stream`;
+    /// expanded by the reader.
+    pub const HEAP_EVENTS: u8 = 16;
 }
 
 impl Record {

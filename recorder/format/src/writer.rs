@@ -8,7 +8,7 @@
 use std::io;
 
 use crate::codec::Enc;
-use crate::heap_batch::BatchBuilder;
+use crate::heap_stream::HeapEncoder;
 use crate::record::{tag, End, Header, Record};
 
 /// Where frames go. A file syncs with `fdatasync`; tests may use memory.
@@ -52,10 +52,9 @@ pub struct FrameWriter<S: Sink> {
     buf: Vec<u8>,
     /// Payload scratch for [`Record::encode_with`]: no allocation per record.
     scratch: Vec<u8>,
-    /// Consecutive heap events of one process, written as one batch record (see
-    /// `heap_batch`): any other record, or a flush, writes the batch first, so file order
-    /// is event order.
-    heap: BatchBuilder,
+    /// Consecutive heap events of one process, written as one record (see `heap_stream`):
+    /// any other record, or a flush, writes it first, so file order is event order.
+    heap: HeapEncoder,
     compressor: zstd::bulk::Compressor<'static>,
     frames: u64,
     bytes_written: u64,
@@ -72,7 +71,7 @@ impl<S: Sink> FrameWriter<S> {
             sink,
             buf: Vec::with_capacity(64 << 10),
             scratch: Vec::with_capacity(256),
-            heap: BatchBuilder::default(),
+            heap: HeapEncoder::default(),
             compressor,
             frames: 0,
             bytes_written: 0,
@@ -83,28 +82,69 @@ impl<S: Sink> FrameWriter<S> {
     }
 
     /// Buffers one record; closes a frame early when the buffer passes [`SOFT_FRAME_LIMIT`].
-    /// Heap events (`Alloc`/`Free`) are gathered into compact batches; readers give them back
-    /// one by one, in the same order.
+    /// Heap events (`Alloc`/`Free`) go through [`FrameWriter::heap_alloc`] and
+    /// [`FrameWriter::heap_free`]: readers give them back one by one, in the same order, with
+    /// block handles in place of addresses.
     pub fn push(&mut self, record: &Record) -> io::Result<()> {
-        if matches!(record, Record::Alloc(_) | Record::Free(_)) {
-            if !self.heap.accepts(record) {
-                self.write_batch();
+        match record {
+            Record::Alloc(a) => {
+                return self.heap_alloc(a.pid, a.tid, a.time, a.addr, a.size, a.stack)
             }
-            self.heap.add(record);
-        } else {
-            self.write_batch();
-            record.encode_with(&mut self.buf, &mut self.scratch);
+            Record::Free(f) => return self.heap_free(f.pid, f.tid, f.time, f.addr),
+            _ => {}
         }
+        self.write_batch();
+        record.encode_with(&mut self.buf, &mut self.scratch);
+        self.check_size()
+    }
+
+    /// Buffers one allocation of `size` bytes at `addr` with trace-tree id `stack`, as
+    /// `push(&Record::Alloc(..))` does without building the record (rec's hot path).
+    pub fn heap_alloc(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        time: u64,
+        addr: u64,
+        size: u64,
+        stack: u64,
+    ) -> io::Result<()> {
+        if !self.heap.accepts(pid) {
+            self.write_batch();
+            self.check_size()?;
+        }
+        self.heap.alloc(pid, tid, time, addr, size, stack);
+        Ok(())
+    }
+
+    /// Buffers one free of `addr`, as `push(&Record::Free(..))`.
+    pub fn heap_free(&mut self, pid: u32, tid: u32, time: u64, addr: u64) -> io::Result<()> {
+        if !self.heap.accepts(pid) {
+            self.write_batch();
+            self.check_size()?;
+        }
+        self.heap.free(pid, tid, time, addr);
+        Ok(())
+    }
+
+    /// Tells the writer that process `pid`'s address space is gone (replaced by exec, or the
+    /// process ended): its live blocks will never be freed, and its next heap events start
+    /// afresh. Frees the memory the writer kept for it.
+    pub fn heap_forget(&mut self, pid: u32) {
+        self.heap.forget(pid);
+    }
+
+    fn check_size(&mut self) -> io::Result<()> {
         if self.buf.len() >= SOFT_FRAME_LIMIT {
             self.flush()?;
         }
         Ok(())
     }
 
-    /// Moves the pending heap batch, if any, into the frame buffer as one record.
+    /// Moves the pending heap events, if any, into the frame buffer as one record.
     fn write_batch(&mut self) {
         if self.heap.take(&mut self.scratch) {
-            self.buf.push(tag::HEAP_BATCH);
+            self.buf.push(tag::HEAP_EVENTS);
             Enc::new(&mut self.buf).bytes(&self.scratch);
         }
     }

@@ -140,7 +140,12 @@ pub fn init() {
     LOCK.lock(tid);
     // SAFETY: LOCK is held.
     let st = unsafe { state() };
-    connect(st);
+    // An allocation before init (a library initializer's) may have connected already; a
+    // second ring would look to rec like a new image (exec) of this process, whose live
+    // blocks are gone.
+    if st.producer.is_none() {
+        connect(st);
+    }
     LOCK.unlock();
 }
 

@@ -123,6 +123,34 @@ impl Output {
     }
 }
 
+impl heap::Emit for Output {
+    fn record(&mut self, r: Record) {
+        Output::record(self, r);
+    }
+
+    fn alloc(&mut self, pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.heap_alloc(pid, tid, time, addr, size, stack) {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn free(&mut self, pid: u32, tid: u32, time: u64, addr: u64) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.heap_free(pid, tid, time, addr) {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn forget(&mut self, pid: u32) {
+        if let Some(w) = self.writer.as_mut() {
+            w.heap_forget(pid);
+        }
+    }
+}
+
 fn header(opts: &Options, kernel: bool) -> Header {
     let (kernel_release, hostname) = procfs::uname();
     let arch = Arch::native();
@@ -334,10 +362,10 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
         wait_readable(&events, heap.as_ref(), if urgent { 0 } else { poll_ms });
         drain(&mut events, &mut out, &mut scratch, layout);
         if let Some(h) = heap.as_mut() {
-            h.tick(&mut |r| out.record(r));
+            h.tick(&mut out);
             if last_rss.elapsed() >= RSS_EVERY {
-                h.sample_rss(&mut |r| out.record(r));
-                h.reap(&mut |r| out.record(r));
+                h.sample_rss(&mut out);
+                h.reap(&mut out);
                 last_rss = Instant::now();
             }
         }
@@ -384,8 +412,8 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
     }
     drain(&mut events, &mut out, &mut scratch, layout);
     if let Some(h) = heap.as_mut() {
-        h.sample_rss(&mut |r| out.record(r));
-        h.finish(&mut |r| out.record(r));
+        h.sample_rss(&mut out);
+        h.finish(&mut out);
     }
     write_kallsyms(&mut out);
     let end = End {

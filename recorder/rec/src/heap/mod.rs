@@ -15,7 +15,7 @@ pub mod ring;
 
 use std::collections::{HashMap, HashSet};
 
-use crossprof_format::{Alloc, Comm, Free, Lost, Record, Rss, StackNode, Task};
+use crossprof_format::{Comm, Lost, Record, Rss, StackNode, Task};
 
 use crate::procfs;
 use endpoint::Endpoint;
@@ -44,6 +44,19 @@ struct Proc {
     max_id: u64,
     /// Mappings already written (procfs mode): (start, end, pgoff).
     written: HashSet<(u64, u64, u64)>,
+}
+
+/// Where the heap side's output goes: records in file order, and heap events, which the
+/// writer encodes without building a record each (see `FrameWriter::heap_alloc`).
+pub trait Emit {
+    /// Any record other than a heap event.
+    fn record(&mut self, r: Record);
+    /// An allocation.
+    fn alloc(&mut self, pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64);
+    /// A free.
+    fn free(&mut self, pid: u32, tid: u32, time: u64, addr: u64);
+    /// The address space of `pid` is gone (exec or exit): its live blocks are never freed.
+    fn forget(&mut self, pid: u32);
 }
 
 /// The heap side of a recording.
@@ -92,7 +105,7 @@ impl Heap {
 
     /// Drains every ring, then takes in new processes. `emit` receives the records in file
     /// order.
-    pub fn tick(&mut self, emit: &mut dyn FnMut(Record)) {
+    pub fn tick(&mut self, emit: &mut dyn Emit) {
         for i in 0..self.rings.len() {
             self.drain(i, emit);
         }
@@ -107,13 +120,14 @@ impl Heap {
                 self.drain(i, emit);
                 self.rings.swap_remove(i);
             }
+            emit.forget(pid);
             let known = self.procs.contains_key(&pid);
             let p = self.procs.entry(pid).or_default();
             let id_base = p.max_id;
             let now = crate::session::monotonic_ns();
             if self.source == MapsSource::Procfs {
                 if !known {
-                    emit(Record::Fork(Task {
+                    emit.record(Record::Fork(Task {
                         time: now,
                         pid,
                         tid: pid,
@@ -121,7 +135,7 @@ impl Heap {
                         ptid: a.hello.ppid,
                     }));
                 }
-                emit(Record::Comm(Comm {
+                emit.record(Record::Comm(Comm {
                     time: now,
                     pid,
                     tid: pid,
@@ -143,7 +157,7 @@ impl Heap {
     }
 
     /// Drops the rings of processes that are gone (after a last drain).
-    pub fn reap(&mut self, emit: &mut dyn FnMut(Record)) {
+    pub fn reap(&mut self, emit: &mut dyn Emit) {
         let mut i = 0;
         while i < self.rings.len() {
             if alive(self.rings[i].pid) {
@@ -151,12 +165,13 @@ impl Heap {
                 continue;
             }
             self.drain(i, emit);
-            self.rings.swap_remove(i);
+            let pid = self.rings.swap_remove(i).pid;
+            emit.forget(pid);
         }
     }
 
     /// Writes an `Rss` record for each process with a ring.
-    pub fn sample_rss(&mut self, emit: &mut dyn FnMut(Record)) {
+    pub fn sample_rss(&mut self, emit: &mut dyn Emit) {
         let time = crate::session::monotonic_ns();
         let mut seen = HashSet::new();
         for c in &self.rings {
@@ -164,7 +179,7 @@ impl Heap {
                 continue;
             }
             if let Some(pages) = procfs::statm_resident(c.pid) {
-                emit(Record::Rss(Rss {
+                emit.record(Record::Rss(Rss {
                     time,
                     pid: c.pid,
                     bytes: pages * self.page_size,
@@ -174,7 +189,7 @@ impl Heap {
     }
 
     /// Final drain; tells every producer to stop.
-    pub fn finish(&mut self, emit: &mut dyn FnMut(Record)) {
+    pub fn finish(&mut self, emit: &mut dyn Emit) {
         self.tick(emit);
         for i in 0..self.rings.len() {
             self.drain(i, emit);
@@ -183,7 +198,7 @@ impl Heap {
         self.rings.clear();
     }
 
-    fn drain(&mut self, i: usize, emit: &mut dyn FnMut(Record)) {
+    fn drain(&mut self, i: usize, emit: &mut dyn Emit) {
         let Connected { pid, ring, id_base } = &mut self.rings[i];
         let (pid, base) = (*pid, *id_base);
         let p = self.procs.entry(pid).or_default();
@@ -198,28 +213,17 @@ impl Heap {
                 stack,
             } => {
                 events += 1;
-                emit(Record::Alloc(Alloc {
-                    time,
-                    pid,
-                    tid,
-                    addr,
-                    size,
-                    stack: if stack == 0 { 0 } else { stack + base },
-                }))
+                let stack = if stack == 0 { 0 } else { stack + base };
+                emit.alloc(pid, tid, time, addr, size, stack)
             }
             Event::Free { tid, time, addr } => {
                 events += 1;
-                emit(Record::Free(Free {
-                    time,
-                    pid,
-                    tid,
-                    addr,
-                }))
+                emit.free(pid, tid, time, addr)
             }
             Event::Node { id, parent, ip } => {
                 let id = id + base;
                 p.max_id = p.max_id.max(id);
-                emit(Record::StackNode(StackNode {
+                emit.record(Record::StackNode(StackNode {
                     pid,
                     id,
                     parent: if parent == 0 { 0 } else { parent + base },
@@ -239,7 +243,7 @@ impl Heap {
         let lost = ring.take_lost();
         if lost > 0 {
             self.lost += lost;
-            emit(Record::Lost(Lost {
+            emit.record(Record::Lost(Lost {
                 time: crate::session::monotonic_ns(),
                 count: lost,
                 kind: "heap".into(),
@@ -249,7 +253,7 @@ impl Heap {
 }
 
 /// Writes the executable mappings of `pid` not written before.
-fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn FnMut(Record)) {
+fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn Emit) {
     for m in procfs::maps(pid).unwrap_or_default() {
         if m.prot & libc::PROT_EXEC as u32 == 0 || m.path.is_empty() {
             continue;
@@ -257,7 +261,7 @@ fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn FnMut(Record)) {
         if !p.written.insert((m.start, m.end, m.pgoff)) {
             continue;
         }
-        emit(Record::Mmap(m.into_mmap(pid, time)));
+        emit.record(Record::Mmap(m.into_mmap(pid, time)));
     }
 }
 

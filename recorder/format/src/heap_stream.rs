@@ -1,0 +1,360 @@
+//! Heap events as a stream of small codes per process (format version 3), so that a recording
+//! of millions of allocations is no larger than heaptrack's.
+//!
+//! What makes heap events expensive on disk is not their number but their entropy: the
+//! addresses the allocator hands out, which zstd cannot predict. The writer therefore does what
+//! `heaptrack_interpret` does before its file is compressed:
+//! - an allocation's size and stack are interned per process as an *allocation info*, written
+//!   once; an allocation is then the info's index;
+//! - the writer keeps the process's live blocks (address → info) and writes a free as the
+//!   info index of the block it releases; addresses are not written at all;
+//! - the time and the thread are written only when they change (heap events carry the kernel
+//!   tick's coarse clock, so the time changes every few milliseconds).
+//!
+//! A run of one process's events, with the rest of the file's records around it, forms a
+//! [`crate::record::tag::HEAP_EVENTS`] record. The reader expands it back into `Alloc` and
+//! `Free` records in the same order. Their `addr` is then a *block handle*: unique among the
+//! process's live blocks and the same in the free that releases the block. Blocks of one info
+//! are interchangeable for every count the analysis makes (heaptrack's own analysis only sees
+//! the info of a freed block), so the reader releases the most recent live block of the info.
+//! The odd cases keep their meaning: a free of an address that is not live becomes a free of a
+//! handle that is never live ([`UNKNOWN_BLOCK`]); an allocation at an address that is still live
+//! takes over a live handle of the older block's info, so the older block is never released, as
+//! with real addresses.
+//!
+//! Codes are LEB128 varints `v`; `v & 3` is the operation, `v >> 2` its argument:
+//! - 0, alloc: argument = info index;
+//! - 1, free: argument = info index of the released block;
+//! - 2, escape: argument = one of the `ESC_*` codes below, with their operands after it.
+//!
+//! The state (infos, live blocks, time, thread) carries across records and frames: each frame
+//! decodes given the frames before it, as trace-tree nodes do. A process's first events, and
+//! its first events after [`HeapEncoder::forget`] (a new image after exec, or an exited
+//! process whose pid may come back), start with `ESC_RESET`.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::codec::{Dec, DecodeError, Enc};
+use crate::record::{Alloc, Free, Record};
+
+const OP_ALLOC: u64 = 0;
+const OP_FREE: u64 = 1;
+const OP_ESCAPE: u64 = 2;
+
+/// A new allocation info: size, stack id. It takes the next index.
+const ESC_INFO: u64 = 0;
+/// The time changed: zig-zag delta from the previous time.
+const ESC_TIME: u64 = 1;
+/// The thread changed: its id.
+const ESC_TID: u64 = 2;
+/// A free of an address that is not live.
+const ESC_FREE_UNKNOWN: u64 = 3;
+/// The next allocation is at an address still live with this info (an older block that is
+/// then never released).
+const ESC_REUSE: u64 = 4;
+/// The process starts over: no infos, no live blocks.
+const ESC_RESET: u64 = 5;
+
+/// The handle of frees of addresses that were not live: never the handle of a live block.
+pub const UNKNOWN_BLOCK: u64 = u64::MAX;
+
+/// Events in one heap record at most: bounds the writer's pending bytes.
+pub const MAX_EVENTS: usize = 8192;
+
+/// Allocation infos and live blocks of one process at most (far beyond any real program; a
+/// hostile file cannot make the reader allocate without bound).
+const MAX_ENTRIES: usize = 1 << 28;
+
+/// A multiplicative hash for integer keys: the writer's maps are on the per-event path of
+/// `rec`, where SipHash would cost more than the rest of the encoding.
+#[derive(Default)]
+struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        // The product's high bits are the well-mixed ones (aligned addresses leave the low
+        // bits of the product zero): rotate them down, where the table takes its index.
+        self.0 = (self.0 ^ v)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(26);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v.into());
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// The writer's view of one process.
+#[derive(Default)]
+struct EncProc {
+    infos: IntMap<(u64, u64), u32>,
+    live: IntMap<u64, u32>,
+    time: u64,
+    tid: u32,
+}
+
+/// Turns heap events into heap records (the writer's side). Memory: per process one entry per
+/// allocation info and one per live block, as `heaptrack_interpret` keeps.
+#[derive(Default)]
+pub struct HeapEncoder {
+    procs: IntMap<u32, EncProc>,
+    /// The process of the record being built, if one is.
+    pid: Option<u32>,
+    events: usize,
+    body: Vec<u8>,
+}
+
+impl HeapEncoder {
+    /// Whether an event of `pid` can join the record being built; if not, the caller first
+    /// takes it ([`HeapEncoder::take`]).
+    pub fn accepts(&self, pid: u32) -> bool {
+        self.pid.is_none_or(|p| p == pid) && self.events < MAX_EVENTS
+    }
+
+    fn start(&mut self, pid: u32, tid: u32, time: u64) -> &mut EncProc {
+        self.pid = Some(pid);
+        self.events += 1;
+        let mut e = Enc::new(&mut self.body);
+        let p = self.procs.entry(pid).or_insert_with(|| {
+            e.u64(ESC_RESET << 2 | OP_ESCAPE);
+            EncProc::default()
+        });
+        if p.tid != tid {
+            e.u64(ESC_TID << 2 | OP_ESCAPE);
+            e.u64(tid.into());
+            p.tid = tid;
+        }
+        if p.time != time {
+            e.u64(ESC_TIME << 2 | OP_ESCAPE);
+            e.u64(zigzag(time.wrapping_sub(p.time) as i64));
+            p.time = time;
+        }
+        p
+    }
+
+    /// Adds an allocation (the caller checked [`HeapEncoder::accepts`]).
+    pub fn alloc(&mut self, pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64) {
+        let p = self.start(pid, tid, time);
+        let next = p.infos.len() as u32;
+        let info = *p.infos.entry((size, stack)).or_insert(next);
+        let old = p.live.insert(addr, info);
+        let mut e = Enc::new(&mut self.body);
+        if info == next {
+            e.u64(ESC_INFO << 2 | OP_ESCAPE);
+            e.u64(size);
+            e.u64(stack);
+        }
+        if let Some(old) = old {
+            e.u64(ESC_REUSE << 2 | OP_ESCAPE);
+            e.u64(old.into());
+        }
+        e.u64(u64::from(info) << 2 | OP_ALLOC);
+    }
+
+    /// Adds a free (the caller checked [`HeapEncoder::accepts`]).
+    pub fn free(&mut self, pid: u32, tid: u32, time: u64, addr: u64) {
+        let p = self.start(pid, tid, time);
+        let released = p.live.remove(&addr);
+        let mut e = Enc::new(&mut self.body);
+        match released {
+            Some(info) => e.u64(u64::from(info) << 2 | OP_FREE),
+            None => e.u64(ESC_FREE_UNKNOWN << 2 | OP_ESCAPE),
+        }
+    }
+
+    /// Forgets a process (its image was replaced by exec, or it ended): its next events start
+    /// a fresh state in writer and reader alike. Frees its memory.
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// Writes the record being built (pid, then the codes) into `payload`, leaving the encoder
+    /// ready for the next one; `false` when there was nothing to write.
+    pub fn take(&mut self, payload: &mut Vec<u8>) -> bool {
+        let Some(pid) = self.pid.take() else {
+            return false;
+        };
+        payload.clear();
+        Enc::new(payload).u64(pid.into());
+        payload.extend_from_slice(&self.body);
+        self.body.clear();
+        self.events = 0;
+        true
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The reader's view of one process: infos, and the live blocks of each info as a stack of
+/// slots (a block's handle is `base + slot + 1`; slots are recycled, `base` moves past every
+/// slot used when the process starts over, so no handle of an earlier image comes back).
+#[derive(Default)]
+struct DecProc {
+    infos: Vec<(u64, u64)>,
+    /// Per info: the most recent live slot, or NONE.
+    heads: Vec<u32>,
+    /// Per slot: the next live slot of the same info, or the next recycled slot.
+    next: Vec<u32>,
+    /// Most recently recycled slot, or NONE.
+    spare: u32,
+    base: u64,
+    time: u64,
+    tid: u32,
+    /// Slot the next allocation takes over (an allocation at a still-live address).
+    reuse: Option<u32>,
+}
+
+impl DecProc {
+    fn fresh(base: u64) -> DecProc {
+        DecProc {
+            spare: NONE,
+            base,
+            ..Default::default()
+        }
+    }
+
+    fn handle(&self, slot: u32) -> u64 {
+        self.base + u64::from(slot) + 1
+    }
+
+    /// Pops the most recent live slot of `info`.
+    fn pop(&mut self, info: u32) -> Option<u32> {
+        let head = self.heads.get_mut(info as usize)?;
+        let slot = *head;
+        if slot == NONE {
+            return None;
+        }
+        *head = self.next[slot as usize];
+        Some(slot)
+    }
+
+    fn push(&mut self, info: u32, slot: u32) {
+        self.next[slot as usize] = self.heads[info as usize];
+        self.heads[info as usize] = slot;
+    }
+
+    fn new_slot(&mut self) -> Option<u32> {
+        if self.spare != NONE {
+            let s = self.spare;
+            self.spare = self.next[s as usize];
+            return Some(s);
+        }
+        if self.next.len() >= MAX_ENTRIES {
+            return None;
+        }
+        self.next.push(NONE);
+        Some(self.next.len() as u32 - 1)
+    }
+}
+
+/// Expands heap records into `Alloc`/`Free` records (the reader's side).
+#[derive(Default)]
+pub struct HeapDecoder {
+    procs: HashMap<u32, DecProc>,
+}
+
+impl HeapDecoder {
+    /// Decodes codes of process `pid` from `d` until one of them is an event, which is
+    /// returned; `None` at the end of the record. An error means the record is malformed (a
+    /// forged file or a writer bug; frames are checksummed).
+    pub fn next(&mut self, pid: u32, d: &mut Dec<'_>) -> Result<Option<Record>, DecodeError> {
+        while d.remaining() > 0 {
+            let at = d.position();
+            let v = d.u64()?;
+            let arg = v >> 2;
+            let p = self.procs.entry(pid).or_insert_with(|| DecProc::fresh(0));
+            match v & 3 {
+                OP_ALLOC => {
+                    let info = u32::try_from(arg).map_err(|_| DecodeError::BadLength(at))?;
+                    let &(size, stack) = p
+                        .infos
+                        .get(info as usize)
+                        .ok_or(DecodeError::BadLength(at))?;
+                    let slot = match p.reuse.take() {
+                        Some(s) => s,
+                        None => p.new_slot().ok_or(DecodeError::BadLength(at))?,
+                    };
+                    p.push(info, slot);
+                    return Ok(Some(Record::Alloc(Alloc {
+                        time: p.time,
+                        pid,
+                        tid: p.tid,
+                        addr: p.handle(slot),
+                        size,
+                        stack,
+                    })));
+                }
+                OP_FREE => {
+                    let info = u32::try_from(arg).map_err(|_| DecodeError::BadLength(at))?;
+                    let slot = p.pop(info).ok_or(DecodeError::BadLength(at))?;
+                    p.next[slot as usize] = p.spare;
+                    p.spare = slot;
+                    return Ok(Some(Record::Free(Free {
+                        time: p.time,
+                        pid,
+                        tid: p.tid,
+                        addr: p.handle(slot),
+                    })));
+                }
+                OP_ESCAPE => match arg {
+                    ESC_INFO => {
+                        let size = d.u64()?;
+                        let stack = d.u64()?;
+                        if p.infos.len() >= MAX_ENTRIES {
+                            return Err(DecodeError::BadLength(at));
+                        }
+                        p.infos.push((size, stack));
+                        p.heads.push(NONE);
+                    }
+                    ESC_TIME => p.time = p.time.wrapping_add(unzigzag(d.u64()?) as u64),
+                    ESC_TID => p.tid = d.u32()?,
+                    ESC_FREE_UNKNOWN => {
+                        return Ok(Some(Record::Free(Free {
+                            time: p.time,
+                            pid,
+                            tid: p.tid,
+                            addr: UNKNOWN_BLOCK,
+                        })))
+                    }
+                    ESC_REUSE => {
+                        let info = d.u32()?;
+                        let slot = p.pop(info).ok_or(DecodeError::BadLength(at))?;
+                        // A second REUSE before the allocation would orphan a slot: refuse.
+                        if p.reuse.replace(slot).is_some() {
+                            return Err(DecodeError::BadLength(at));
+                        }
+                    }
+                    ESC_RESET => {
+                        let base = p.base + p.next.len() as u64;
+                        *p = DecProc::fresh(base);
+                    }
+                    _ => return Err(DecodeError::BadLength(at)),
+                },
+                _ => return Err(DecodeError::BadLength(at)),
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+#[path = "heap_stream_tests.rs"]
+mod tests;
