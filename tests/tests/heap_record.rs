@@ -378,3 +378,47 @@ fn impossible_heap_requests_exit_2_with_one_line() {
         assert!(err.starts_with("rec: ") && err.contains(msg), "{err}");
     }
 }
+
+#[test]
+fn the_unwind_memo_tells_same_depth_callers_and_recursion_depths_apart() {
+    let prog = build("heap_memo.c", "heap_memo", &["-O2", "-fomit-frame-pointer"]);
+    let out = scratch().join("heap_memo.zst");
+    let o = rec_heap(&out, &["--no-cpu"], &[prog.board.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (records, summary) = read_records(&out);
+    assert!(summary.complete);
+    let st = stacks(&records);
+    // Per size: how many allocations, and every distinct stack.
+    let mut by_size: HashMap<u64, (u64, HashSet<Vec<u64>>)> = HashMap::new();
+    for r in &records {
+        if let Record::Alloc(a) = r {
+            let ips = st.get(&(a.pid, a.stack)).cloned().unwrap_or_default();
+            let e = by_size.entry(a.size).or_default();
+            e.0 += 1;
+            e.1.insert(ips);
+        }
+    }
+    let one = |size: u64, n: u64| -> Vec<u64> {
+        let (count, stacks) = by_size.get(&size).unwrap_or_else(|| panic!("no {size}"));
+        assert_eq!(*count, n, "allocations of {size} bytes");
+        assert_eq!(stacks.len(), 1, "one stack for {size} bytes: {stacks:x?}");
+        stacks.iter().next().unwrap().clone()
+    };
+    let a = one(24, 20_000);
+    let b = one(32, 20_000);
+    // Same call site in leaf, at the same depth; different callers.
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a[0], b[0], "leaf's call of malloc");
+    assert_ne!(a[1], b[1], "via_a and via_b");
+    let d0 = one(40, 5_000);
+    assert_eq!(d0[0], a[0]);
+    for d in 1..4u64 {
+        let s = one(40 + 8 * d, 5_000);
+        assert_eq!(s.len(), d0.len() + d as usize, "depth {d}: {s:x?}");
+        assert_eq!(s[0], a[0]);
+        // down's recursive call site repeats d times above its call of leaf.
+        assert!(s[2..2 + d as usize].iter().all(|&ip| ip == s[2]), "{s:x?}");
+        assert_eq!(s[1], d0[1], "down's call of leaf");
+        assert_eq!(s[d as usize + 2..], d0[2..], "depth {d} ends like depth 0");
+    }
+}

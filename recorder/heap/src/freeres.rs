@@ -32,6 +32,7 @@ pub fn register() {
 }
 
 extern "C" fn at_exit() {
+    crate::record::print_stats();
     if !crate::record::active() {
         return;
     }

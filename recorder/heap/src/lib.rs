@@ -14,8 +14,11 @@
 //! - at exit it asks libstdc++ to free its start-up pool, as heaptrack does (`freeres.rs`);
 //! - it must never deadlock or stop the application, even when `rec` dies.
 //!
-//! Cost: one lock, one stack unwind (framehop, cached rules) and a ring write per event;
-//! memory: a 2 MiB ring and the trace tree (bounded, see [`trie`]) per process.
+//! Cost: one lock, a check of the unwind memo (a stack unwound before from the same
+//! registers, with the words that decided it unchanged, is not unwound again; otherwise one
+//! framehop unwind with cached rules) and a ring write per event; memory: a 2 MiB ring, the
+//! trace tree (bounded, see [`trie`]) and the memo (under 2 MiB, touched as used) per
+//! process.
 //!
 //! Non-goals: statically linked programs (nothing can be preloaded), custom allocators that
 //! do not go through the malloc family, `mmap` tracking.

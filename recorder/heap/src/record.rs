@@ -20,10 +20,10 @@
 use core::cell::{Cell, UnsafeCell};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crossprof_heap_wire::{kind, MAX_FRAMES};
+use crossprof_heap_wire::kind;
 
 use crate::lock::Lock;
-use crate::stack::{self, Modules};
+use crate::stack::{self, InternFailed, Memo, Modules, Scratch};
 use crate::transport::{NoRing, Producer};
 use crate::trie::Trie;
 use crate::{sys, thread};
@@ -44,6 +44,11 @@ struct State {
     off: bool,
     trie: Trie,
     modules: Option<Modules>,
+    /// Whole unwinds remembered by their entry registers and the stack words they read.
+    memo: Memo,
+    /// The trie generation the memo's ids belong to.
+    memo_trie: u64,
+    scratch: Scratch,
 }
 
 struct Global(UnsafeCell<State>);
@@ -55,6 +60,9 @@ static STATE: Global = Global(UnsafeCell::new(State {
     off: false,
     trie: Trie::new(),
     modules: None,
+    memo: Memo::new(),
+    memo_trie: 0,
+    scratch: Scratch::new(),
 }));
 
 /// # Safety
@@ -108,6 +116,7 @@ static OWN_END: AtomicU64 = AtomicU64::new(0);
 fn install_modules(st: &mut State, m: Modules) -> Option<Modules> {
     OWN_START.store(m.own.start, Ordering::Relaxed);
     OWN_END.store(m.own.end, Ordering::Relaxed);
+    st.memo.invalidate();
     st.modules.replace(m)
 }
 
@@ -147,6 +156,30 @@ pub fn init() {
         connect(st);
     }
     LOCK.unlock();
+}
+
+/// With `CROSSPROF_HEAP_STATS` in the environment, writes the unwind memo's counters to
+/// stderr (one line, at exit): how often a stack was reused instead of unwound.
+pub fn print_stats() {
+    if sys::env("CROSSPROF_HEAP_STATS").is_none() {
+        return;
+    }
+    let tid = thread::tid();
+    LOCK.lock(tid);
+    // SAFETY: LOCK is held.
+    let s = unsafe { state() }.memo.stats;
+    LOCK.unlock();
+    let mut line = sys::Line::new();
+    line.push(b"crossprof-heap: unwind memo hits ");
+    line.num(s.hits);
+    line.push(b" misses ");
+    line.num(s.misses);
+    line.push(b" unstorable ");
+    line.num(s.unstorable);
+    line.push(b" loose ");
+    line.num(s.loose);
+    line.push(b"\n");
+    line.write(2);
 }
 
 /// Whether events are still being recorded in this process.
@@ -277,20 +310,54 @@ fn write(
     if k == kind::FREE {
         return push(st, kind::FREE, tid, &[time, addr]);
     }
-    let mut ips = [0u64; MAX_FRAMES];
-    let n = match st.modules.as_mut() {
-        Some(m) => {
-            let (n, unknown) = stack::capture_at(at, m, &mut ips, bounds);
+    let Some(m) = st.modules.as_mut() else {
+        return alloc_event(st, tid, time, old, addr, size, &[]);
+    };
+    if st.trie.generation() != st.memo_trie {
+        st.memo.invalidate();
+        st.memo_trie = st.trie.generation();
+    }
+    let (trie, producer) = (&mut st.trie, &mut st.producer);
+    let found = stack::stack_id(at, m, &mut st.memo, &mut st.scratch, bounds, |ips| {
+        intern(trie, producer, tid, ips)
+    });
+    match found {
+        Ok((leaf, unknown)) => {
             if unknown {
                 RESCAN.store(true, Ordering::Relaxed);
             }
-            n
+            finish_alloc(st, tid, time, old, addr, size, leaf)
         }
-        None => 0,
-    };
-    alloc_event(st, tid, time, old, addr, size, &ips[..n])
+        Err(InternFailed) => false,
+    }
 }
 
+/// Interns a stack (innermost first), sending the nodes that are new; its leaf id.
+fn intern(
+    trie: &mut Trie,
+    producer: &mut Option<Producer>,
+    tid: u32,
+    ips: &[u64],
+) -> Result<u64, InternFailed> {
+    let mut parent = 0;
+    for &ip in ips.iter().rev() {
+        let Some((id, new)) = trie.intern(parent, ip) else {
+            break;
+        };
+        if new {
+            let sent = producer
+                .as_mut()
+                .is_some_and(|p| p.push(kind::NODE, tid, &[id, parent, ip]));
+            if !sent {
+                return Err(InternFailed);
+            }
+        }
+        parent = id;
+    }
+    Ok(parent)
+}
+
+/// An allocation whose stack is `ips` (a nested event's, captured without the lock).
 #[allow(clippy::too_many_arguments)]
 fn alloc_event(
     st: &mut State,
@@ -301,20 +368,27 @@ fn alloc_event(
     size: u64,
     ips: &[u64],
 ) -> bool {
-    let mut parent = 0;
-    for &ip in ips.iter().rev() {
-        let Some((id, new)) = st.trie.intern(parent, ip) else {
-            break;
-        };
-        if new && !push(st, kind::NODE, tid, &[id, parent, ip]) {
-            return false;
-        }
-        parent = id;
+    match intern(&mut st.trie, &mut st.producer, tid, ips) {
+        Ok(leaf) => finish_alloc(st, tid, time, old, addr, size, leaf),
+        Err(InternFailed) => false,
     }
+}
+
+/// Writes the free of a realloc's old block, if any, and the allocation with stack `leaf`.
+#[allow(clippy::too_many_arguments)]
+fn finish_alloc(
+    st: &mut State,
+    tid: u32,
+    time: u64,
+    old: u64,
+    addr: u64,
+    size: u64,
+    leaf: u64,
+) -> bool {
     if old != 0 && !push(st, kind::FREE, tid, &[time, old]) {
         return false;
     }
-    push(st, kind::ALLOC, tid, &[time, addr, size, parent])
+    push(st, kind::ALLOC, tid, &[time, addr, size, leaf])
 }
 
 fn push(st: &mut State, k: u8, tid: u32, payload: &[u64]) -> bool {
@@ -482,6 +556,7 @@ extern "C" fn fork_child() {
     // Drop, so the mapping simply stays (a few MiB of address space) and is never used.
     st.producer = None;
     st.trie.reset();
+    st.memo.invalidate();
     PENDING_USED.with(|u| u.set(0));
     LOCK.reset();
     if ACTIVE.load(Ordering::Relaxed) {

@@ -123,3 +123,53 @@ pub fn parse_u32(s: &[u8]) -> Option<u32> {
     }
     u32::try_from(v).ok()
 }
+
+/// A short line of text built without allocating, for diagnostics written with `write(2)`.
+pub struct Line {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Line {
+    /// Empty.
+    pub const fn new() -> Line {
+        Line {
+            buf: [0; 256],
+            len: 0,
+        }
+    }
+
+    /// Appends bytes (cut at the buffer's end).
+    pub fn push(&mut self, b: &[u8]) {
+        let n = b.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+        self.len += n;
+    }
+
+    /// Appends a number in decimal.
+    pub fn num(&mut self, mut v: u64) {
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        loop {
+            i -= 1;
+            d[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        self.push(&d[i..]);
+    }
+
+    /// Writes the line to `fd` (best effort).
+    pub fn write(&self, fd: i32) {
+        // SAFETY: writing our own buffer; write is async-signal-safe.
+        unsafe { libc::write(fd, self.buf.as_ptr() as *const libc::c_void, self.len) };
+    }
+}
+
+impl Default for Line {
+    fn default() -> Self {
+        Self::new()
+    }
+}

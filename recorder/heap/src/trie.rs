@@ -27,6 +27,8 @@ pub struct Trie {
     cap: usize,
     len: usize,
     next_id: u64,
+    /// Bumped whenever the table forgets nodes (reset, or cleared when full).
+    generation: u64,
 }
 
 // SAFETY: used only under the interposer's global lock.
@@ -40,11 +42,18 @@ impl Trie {
             cap: 0,
             len: 0,
             next_id: 1,
+            generation: 0,
         }
+    }
+
+    /// Changes whenever nodes are forgotten: ids handed out before may be stale.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Forgets everything, ids included: in a fork child, which is a new process for the host.
     pub fn reset(&mut self) {
+        self.generation += 1;
         self.unmap();
         self.len = 0;
         self.next_id = 1;
@@ -126,6 +135,7 @@ impl Trie {
         let new_cap = self.cap * 2;
         if new_cap > MAX_ENTRIES {
             // Bounded memory: start over, keep counting ids.
+            self.generation += 1;
             let cap = self.cap;
             self.unmap();
             self.table = Self::map(cap);

@@ -15,7 +15,9 @@ use framehop::aarch64::{CacheAarch64 as Cache, UnwindRegsAarch64, UnwinderAarch6
 #[cfg(target_arch = "x86_64")]
 use framehop::x86_64::{CacheX86_64 as Cache, UnwindRegsX86_64, UnwinderX86_64 as Unw};
 
+use super::memo::readable;
 use super::modules;
+use super::Tap;
 
 /// Bytes of a loaded module, in place (the module stays mapped while it is in the list; a
 /// module unloaded by `dlclose` is dropped at the next rescan).
@@ -101,13 +103,15 @@ impl Modules {
 
 /// Captures the calling thread's stack into `out` (innermost first, the interposer's frames
 /// skipped); returns the frame count and whether an address outside every known module was
-/// met (then the module list may be stale).
+/// met (then the module list may be stale). Every stack word read goes through `tap`, which
+/// sees the address and what was read and returns what the unwinder gets.
 #[inline(never)]
 pub fn capture(
     m: &mut Modules,
     out: &mut [u64],
     bounds: (usize, usize),
     start: [u64; 4],
+    mut tap: Option<Tap<'_>>,
 ) -> (usize, bool) {
     // From the hook's entry registers when the hook took them, else from here.
     let (pc, sp, fp, lr) = if start[0] != 0 && start[1] != 0 {
@@ -115,13 +119,17 @@ pub fn capture(
     } else {
         registers()
     };
-    let (lo, hi) = (sp.max(bounds.0 as u64), bounds.1 as u64);
     let mut read = |addr: u64| -> Result<u64, ()> {
-        if addr < lo || addr.checked_add(8).is_none_or(|e| e > hi) || addr & 7 != 0 {
-            return Err(());
+        let got = if readable(addr, sp, bounds) {
+            // SAFETY: addr is an aligned word inside this thread's live stack (checked above).
+            Ok(unsafe { *(addr as *const u64) })
+        } else {
+            Err(())
+        };
+        match tap.as_deref_mut() {
+            Some(t) => t(addr, got),
+            None => got,
         }
-        // SAFETY: addr is an aligned word inside this thread's live stack (checked above).
-        Ok(unsafe { *(addr as *const u64) })
     };
     #[cfg(target_arch = "x86_64")]
     let regs = {

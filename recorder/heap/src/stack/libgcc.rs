@@ -26,6 +26,14 @@ pub struct Modules {
     pub own: Range<u64>,
 }
 
+impl Modules {
+    /// Whether `ip` lies in a known module: not tracked here (`_Unwind_Backtrace` finds the
+    /// modules itself); only the unwind memo asks, which these architectures do not use.
+    pub fn known(&self, _ip: u64) -> bool {
+        false
+    }
+}
+
 /// Finds the interposer's range.
 pub fn rescan() -> Modules {
     let me = rescan as fn() -> Modules as usize as u64;
@@ -62,6 +70,7 @@ pub fn capture(
     out: &mut [u64],
     _bounds: (usize, usize),
     _start: [u64; 4],
+    _tap: Option<super::Tap<'_>>,
 ) -> (usize, bool) {
     let mut w = Walk {
         out,
