@@ -146,6 +146,11 @@ impl Processes {
         p
     }
 
+    /// The times `pid` exec'd, in order: its generation at `t` is the number of them `<= t`.
+    pub fn exec_times(&self, pid: u32) -> &[u64] {
+        self.execs.get(&pid).map_or(&[], |v| v.as_slice())
+    }
+
     /// The exec generation of `pid` at `time`.
     pub fn generation(&self, pid: u32, time: u64) -> u32 {
         match self.execs.get(&pid) {

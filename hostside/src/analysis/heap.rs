@@ -1,8 +1,10 @@
 //! Heap profile: every allocation and free of a `rec --heap` recording, counted with heaptrack's
 //! definitions and attributed to symbolized sites.
 //!
-//! One streaming pass. Allocation stacks are canonicalized by [`TraceTree`]; per address space,
-//! [`SpaceHeap`] applies heaptrack's rules (which free releases what, which allocation is
+//! One streaming pass ([`crate::analysis::heap_stream`], while another thread decodes the file),
+//! then the summing up ([`crate::analysis::heap_finish`]). Allocation stacks are canonicalized
+//! by [`crate::analysis::trace_tree::TraceTree`]; per address space,
+//! [`crate::analysis::heap_rules::SpaceHeap`] applies heaptrack's rules (which free releases what, which allocation is
 //! temporary). Counts are kept per canonical stack ("trace") and per *site*, the location that
 //! called the allocator: the innermost frame of the first stack entry that is not one of the
 //! `operator new` overloads heaptrack skips. A trace's site is symbolized the first time it
@@ -17,22 +19,19 @@
 //! - `leaked` is what was still live at the end, minus allocations whose stack matches one of
 //!   heaptrack's built-in leak suppressions (reported as `suppressed`).
 //!
-//! Memory: one entry per live block, one small record per distinct stack node and site; nothing
-//! grows with the number of events.
+//! Memory: about 4 bytes per live block ([`crate::analysis::heap_live`]), one small record per
+//! distinct (size, stack) pair, stack node and site; nothing grows with the number of events.
+//! Symbolization is limited to the sites (as they first allocate) and, at the end, the frames
+//! of the stacks that allocated.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
-
-use crossprof_format::Record;
-
-use crate::analysis::heap_rules::{Block, SpaceHeap};
-use crate::analysis::heap_timeline::{Bucket, Timeline};
-use crate::analysis::trace_tree::{TraceId, TraceTree, TreeAnomalies, EMPTY_TRACE};
+use crate::analysis::heap_stream::State;
+use crate::analysis::heap_timeline::Bucket;
+use crate::analysis::trace_tree::TreeAnomalies;
 use crate::folded::Folded;
-use crate::frames::{Frame, FrameId, FrameTable};
-use crate::processes::{Placed, Processes, SpaceKey};
-use crate::recording::Pass;
-use crate::resolve::{unmapped_frame, Resolver};
+use crate::frames::{FrameId, FrameTable};
+use crate::processes::Processes;
+use crate::recording::{Pass, Recording};
+use crate::resolve::Resolver;
 
 /// Functions heaptrack removes from the inner end of a stack: the site is their caller.
 pub const OPERATOR_NEW: [&str; 4] = [
@@ -217,59 +216,6 @@ pub struct HeapProfile {
     pub anomalies: HeapAnomalies,
 }
 
-#[derive(Default, Clone, Copy)]
-struct TraceAcc {
-    used: bool,
-    pid: u32,
-    site: u32,
-    allocations: u64,
-    temporary: u64,
-    allocated: u64,
-    live_bytes: u64,
-    live_count: u64,
-    /// Live bytes at the global peak, valid when `epoch` is the current peak epoch.
-    snap: u64,
-    epoch: u64,
-}
-
-struct SiteAcc {
-    frame: FrameId,
-    live: u64,
-    max: u64,
-}
-
-/// An entry of the largest-allocations heap: size, then earlier sequence numbers first, then
-/// time, pid and trace.
-type Largest = (u64, Reverse<u64>, u64, u32, TraceId);
-
-/// Streaming state of the analysis.
-struct State<'a> {
-    processes: &'a Processes,
-    resolver: &'a Resolver,
-    opts: HeapOptions,
-    tree: TraceTree,
-    table: FrameTable,
-    spaces: HashMap<SpaceKey, SpaceHeap>,
-    traces: Vec<TraceAcc>,
-    /// Frames of each canonical node (index = trace id), resolved on demand.
-    node_frames: Vec<Option<Vec<FrameId>>>,
-    placed: HashMap<Placed, Vec<FrameId>>,
-    sites: Vec<SiteAcc>,
-    site_index: HashMap<FrameId, u32>,
-    totals: HeapTotals,
-    live: u64,
-    epoch: u64,
-    timeline: Timeline,
-    rss: HashMap<u32, u64>,
-    /// Min-heap of the largest allocations: (size, earlier first, time, pid, trace).
-    largest: BinaryHeap<Reverse<Largest>>,
-    seq: u64,
-    lost: u64,
-    end_time: Option<u64>,
-    last_time: u64,
-    anomalies: HeapAnomalies,
-}
-
 /// Streams the heap events of a recording and builds the profile. `start` is the recording's
 /// start on the board clock (the header's `start_clock_ns`).
 pub fn analyze(
@@ -279,477 +225,21 @@ pub fn analyze(
     start: u64,
     opts: HeapOptions,
 ) -> HeapProfile {
-    let mut st = State {
-        processes,
-        resolver,
-        opts,
-        tree: TraceTree::default(),
-        table: FrameTable::default(),
-        spaces: HashMap::new(),
-        traces: Vec::new(),
-        node_frames: Vec::new(),
-        placed: HashMap::new(),
-        sites: Vec::new(),
-        site_index: HashMap::new(),
-        totals: HeapTotals::default(),
-        live: 0,
-        epoch: 0,
-        timeline: Timeline::new(start),
-        rss: HashMap::new(),
-        largest: BinaryHeap::new(),
-        seq: 0,
-        lost: 0,
-        end_time: None,
-        last_time: start,
-        anomalies: HeapAnomalies::default(),
-    };
+    let mut st = State::new(processes, resolver, start, opts);
     records(&mut |r| st.record(r));
     st.finish()
 }
 
-impl State<'_> {
-    fn record(&mut self, r: Record) {
-        match r {
-            Record::StackNode(n) => self.tree.add_node(&n),
-            Record::Alloc(a) => {
-                self.last_time = self.last_time.max(a.time);
-                if a.addr == 0 {
-                    self.anomalies.null_allocations += 1;
-                    return;
-                }
-                let space = self.space(a.pid, a.time);
-                let trace = self.tree.trace(space, a.stack, self.processes);
-                self.alloc(space, a.addr, a.size, trace, a.time);
-            }
-            Record::Free(f) => {
-                self.last_time = self.last_time.max(f.time);
-                if f.addr == 0 {
-                    return;
-                }
-                let space = self.space(f.pid, f.time);
-                self.free(space, f.addr, f.time);
-            }
-            Record::Rss(r) => {
-                self.rss.insert(r.pid, r.bytes);
-                let total: u64 = self.rss.values().fold(0, |a, &b| a.saturating_add(b));
-                self.totals.peak_rss_bytes = self.totals.peak_rss_bytes.max(total);
-                self.timeline.rss(r.time, total);
-            }
-            Record::Exit(t) if t.pid == t.tid => {
-                self.rss.remove(&t.pid);
-            }
-            Record::Lost(l) if l.kind == "heap" => self.lost = self.lost.saturating_add(l.count),
-            Record::End(e) => self.end_time = Some(e.time),
-            _ => {}
-        }
-    }
-
-    /// The address space (process image) a heap event of `pid` stamped `time` belongs to.
-    fn space(&self, pid: u32, time: u64) -> SpaceKey {
-        (
-            pid,
-            self.processes
-                .generation(pid, time.saturating_add(HEAP_CLOCK_SLACK_NS)),
-        )
-    }
-
-    fn trace_acc(&mut self, t: TraceId) -> &mut TraceAcc {
-        let i = t as usize;
-        if i >= self.traces.len() {
-            self.traces.resize(i + 1, TraceAcc::default());
-        }
-        &mut self.traces[i]
-    }
-
-    /// Brings a trace's live-at-peak snapshot up to date before its live bytes change.
-    fn before_change(&mut self, t: TraceId) {
-        let epoch = self.epoch;
-        let acc = self.trace_acc(t);
-        if acc.epoch != epoch {
-            acc.snap = acc.live_bytes;
-            acc.epoch = epoch;
-        }
-    }
-
-    fn alloc(&mut self, space: SpaceKey, addr: u64, size: u64, trace: TraceId, time: u64) {
-        if trace == EMPTY_TRACE {
-            self.anomalies.unknown_stack_allocations += 1;
-        }
-        if !self.trace_acc(trace).used {
-            let site = self.site_of(trace);
-            let acc = self.trace_acc(trace);
-            acc.used = true;
-            acc.site = site;
-            acc.pid = space.0;
-        }
-        self.before_change(trace);
-        let block = Block { size, trace };
-        let heap = self.spaces.entry(space).or_default();
-        if heap.alloc(addr, block).is_some() {
-            // The older block is never released again: it stays live, as in heaptrack.
-            self.anomalies.reused_live_addresses += 1;
-        }
-        let acc = self.trace_acc(trace);
-        acc.allocations += 1;
-        acc.allocated = acc.allocated.saturating_add(size);
-        acc.live_bytes = acc.live_bytes.saturating_add(size);
-        acc.live_count += 1;
-        let site = &mut self.sites[self.traces[trace as usize].site as usize];
-        site.live = site.live.saturating_add(size);
-        site.max = site.max.max(site.live);
-
-        self.totals.allocations += 1;
-        self.totals.allocated_bytes = self.totals.allocated_bytes.saturating_add(size);
-        self.live = self.live.saturating_add(size);
-        if self.live > self.totals.peak_bytes {
-            self.totals.peak_bytes = self.live;
-            self.totals.peak_time = time;
-            self.epoch += 1;
-            let epoch = self.epoch;
-            let acc = self.trace_acc(trace);
-            acc.snap = acc.live_bytes;
-            acc.epoch = epoch;
-        }
-        self.timeline.heap(time, self.live);
-
-        if self.opts.largest > 0 {
-            self.seq += 1;
-            self.largest
-                .push(Reverse((size, Reverse(self.seq), time, space.0, trace)));
-            if self.largest.len() > self.opts.largest {
-                self.largest.pop();
-            }
-        }
-    }
-
-    fn free(&mut self, space: SpaceKey, addr: u64, time: u64) {
-        let Some(freed) = self.spaces.get_mut(&space).and_then(|h| h.free(addr)) else {
-            self.anomalies.unknown_frees += 1;
-            return;
-        };
-        let Block { size, trace } = freed.block;
-        self.before_change(trace);
-        let acc = self.trace_acc(trace);
-        acc.live_bytes = acc.live_bytes.saturating_sub(size);
-        acc.live_count = acc.live_count.saturating_sub(1);
-        if freed.temporary {
-            acc.temporary += 1;
-        }
-        let site = &mut self.sites[self.traces[trace as usize].site as usize];
-        site.live = site.live.saturating_sub(size);
-        if freed.temporary {
-            self.totals.temporary += 1;
-        }
-        self.live = self.live.saturating_sub(size);
-        self.timeline.heap(time, self.live);
-    }
-
-    /// Frames of one canonical node, resolving its address on first use.
-    fn frames_of(&mut self, t: TraceId) -> &[FrameId] {
-        let i = t as usize;
-        if i >= self.node_frames.len() {
-            self.node_frames.resize(i + 1, None);
-        }
-        if self.node_frames[i].is_none() {
-            let frames = match self.tree.node(t).copied() {
-                None => vec![self.table.intern(unknown_stack_frame())],
-                Some(n) => {
-                    let addr = n.ip.saturating_sub(1);
-                    match self.processes.place(n.space, addr) {
-                        Some(p) => match self.placed.get(&p) {
-                            Some(ids) => ids.clone(),
-                            None => {
-                                let ids = self
-                                    .resolver
-                                    .resolve(vec![p], &mut self.table)
-                                    .remove(&p)
-                                    .unwrap_or_default();
-                                self.placed.insert(p, ids.clone());
-                                ids
-                            }
-                        },
-                        None => vec![self.table.intern(unmapped_frame(n.ip))],
-                    }
-                }
-            };
-            self.node_frames[i] = Some(frames);
-        }
-        self.node_frames[i].as_deref().unwrap_or(&[])
-    }
-
-    /// The first node of a trace that is not `operator new` (heaptrack skips those), if any.
-    fn site_node(&mut self, t: TraceId) -> Option<TraceId> {
-        let chain: Vec<TraceId> = self.tree.chain(t).map(|(id, _)| id).collect();
-        chain.into_iter().find(|&id| {
-            let first = self.frames_of(id).first().copied();
-            !first.is_some_and(|f| OPERATOR_NEW.contains(&self.table.get(f).function.as_str()))
-        })
-    }
-
-    fn site_of(&mut self, t: TraceId) -> u32 {
-        let frame = match self.site_node(t) {
-            Some(id) => match self.frames_of(id).first().copied() {
-                Some(f) => f,
-                None => self.table.intern(unknown_stack_frame()),
-            },
-            None => self.table.intern(unknown_stack_frame()),
-        };
-        if let Some(&s) = self.site_index.get(&frame) {
-            return s;
-        }
-        let s = self.sites.len() as u32;
-        self.sites.push(SiteAcc {
-            frame,
-            live: 0,
-            max: 0,
-        });
-        self.site_index.insert(frame, s);
-        s
-    }
-
-    /// Resolves every node not symbolized yet, in one parallel batch.
-    fn resolve_all(&mut self) {
-        let n = self.tree.nodes().len();
-        let mut missing: HashSet<Placed> = HashSet::new();
-        for t in 1..=n as TraceId {
-            if self
-                .node_frames
-                .get(t as usize)
-                .is_some_and(|f| f.is_some())
-            {
-                continue;
-            }
-            if let Some(node) = self.tree.node(t) {
-                if let Some(p) = self.processes.place(node.space, node.ip.saturating_sub(1)) {
-                    if !self.placed.contains_key(&p) {
-                        missing.insert(p);
-                    }
-                }
-            }
-        }
-        let mut missing: Vec<Placed> = missing.into_iter().collect();
-        missing.sort_unstable();
-        let resolved = self.resolver.resolve(missing, &mut self.table);
-        self.placed.extend(resolved);
-        for t in 1..=n as TraceId {
-            self.frames_of(t);
-        }
-    }
-
-    fn finish(mut self) -> HeapProfile {
-        self.resolve_all();
-        let unknown = self.table.intern(unknown_stack_frame());
-        let epoch = self.epoch;
-        let mut suppressed_patterns: Vec<&str> = Vec::new();
-        if self.opts.suppressions {
-            suppressed_patterns.extend(BUILTIN_SUPPRESSIONS);
-        }
-
-        // Traces that allocated, in a deterministic order (by trace id: first use).
-        let mut traces = Vec::new();
-        let mut trace_row: HashMap<TraceId, usize> = HashMap::new();
-        for (i, acc) in self.traces.iter().enumerate() {
-            if !acc.used {
-                continue;
-            }
-            let t = i as TraceId;
-            let (frames, suppressed) = self.display_frames(t, &suppressed_patterns, unknown);
-            let at_peak = if acc.epoch == epoch {
-                acc.snap
-            } else {
-                acc.live_bytes
-            };
-            let (leaked_bytes, leaked_allocations) = if suppressed {
-                let t = &mut self.totals;
-                t.suppressed_leaked_bytes =
-                    t.suppressed_leaked_bytes.saturating_add(acc.live_bytes);
-                t.suppressed_leaked_allocations += acc.live_count;
-                (0, 0)
-            } else {
-                (acc.live_bytes, acc.live_count)
-            };
-            self.totals.leaked_bytes = self.totals.leaked_bytes.saturating_add(leaked_bytes);
-            self.totals.leaked_allocations += leaked_allocations;
-            trace_row.insert(t, traces.len());
-            traces.push(TraceRow {
-                pid: acc.pid,
-                site: acc.site as usize,
-                frames,
-                counts: HeapCounts {
-                    allocations: acc.allocations,
-                    temporary: acc.temporary,
-                    allocated_bytes: acc.allocated,
-                    peak_bytes: 0,
-                    at_peak_bytes: at_peak,
-                    leaked_bytes,
-                    leaked_allocations,
-                },
-                suppressed,
-            });
-        }
-
-        // Sites: sums over their traces, own maximum from the stream.
-        let mut sites: Vec<SiteRow> = self
-            .sites
-            .iter()
-            .map(|s| SiteRow {
-                frame: s.frame,
-                counts: HeapCounts {
-                    peak_bytes: s.max,
-                    ..HeapCounts::default()
-                },
-                traces: Vec::new(),
-            })
-            .collect();
-        for (i, tr) in traces.iter().enumerate() {
-            let s = &mut sites[tr.site];
-            s.counts.allocations += tr.counts.allocations;
-            s.counts.temporary += tr.counts.temporary;
-            s.counts.allocated_bytes = s
-                .counts
-                .allocated_bytes
-                .saturating_add(tr.counts.allocated_bytes);
-            s.counts.at_peak_bytes = s
-                .counts
-                .at_peak_bytes
-                .saturating_add(tr.counts.at_peak_bytes);
-            s.counts.leaked_bytes = s.counts.leaked_bytes.saturating_add(tr.counts.leaked_bytes);
-            s.counts.leaked_allocations += tr.counts.leaked_allocations;
-            s.traces.push(i);
-        }
-        for s in &mut sites {
-            s.traces.sort_by(|&a, &b| {
-                traces[b]
-                    .counts
-                    .allocations
-                    .cmp(&traces[a].counts.allocations)
-                    .then(a.cmp(&b))
-            });
-        }
-        // Sort sites, then renumber the traces' site indices.
-        let mut order: Vec<usize> = (0..sites.len()).collect();
-        let table = &self.table;
-        order.sort_by(|&a, &b| {
-            let (x, y) = (&sites[a].counts, &sites[b].counts);
-            y.allocations
-                .cmp(&x.allocations)
-                .then(y.leaked_bytes.cmp(&x.leaked_bytes))
-                .then(y.peak_bytes.cmp(&x.peak_bytes))
-                .then_with(|| {
-                    frame_key(table.get(sites[a].frame)).cmp(&frame_key(table.get(sites[b].frame)))
-                })
-        });
-        let mut new_index = vec![0; sites.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old] = new;
-        }
-        let mut slots: Vec<Option<SiteRow>> = sites.into_iter().map(Some).collect();
-        let sites: Vec<SiteRow> = order.iter().filter_map(|&o| slots[o].take()).collect();
-        for tr in &mut traces {
-            tr.site = new_index[tr.site];
-        }
-
-        let mut largest: Vec<LargeAllocation> = self
-            .largest
-            .into_sorted_vec()
-            .into_iter()
-            .filter_map(|Reverse((size, _, time, pid, t))| {
-                Some(LargeAllocation {
-                    size,
-                    time,
-                    pid,
-                    trace: *trace_row.get(&t)?,
-                })
-            })
-            .collect();
-        largest.truncate(self.opts.largest);
-
-        let end_time = self.end_time.unwrap_or(self.last_time);
-        let address_spaces = self.spaces.len() as u64;
-        let mut anomalies = self.anomalies;
-        anomalies.tree = self.tree.anomalies;
-        HeapProfile {
-            timeline: self.timeline.filled(end_time),
-            timeline_start: self.timeline.start,
-            timeline_width: self.timeline.width,
-            table: self.table,
-            totals: self.totals,
-            sites,
-            traces,
-            largest,
-            end_time,
-            lost_events: self.lost,
-            address_spaces,
-            anomalies,
-        }
-    }
-
-    /// The frames shown for a trace (from its site outward, up to a stop function) and whether a
-    /// suppression pattern matches anywhere on its full stack.
-    fn display_frames(
-        &self,
-        t: TraceId,
-        patterns: &[&str],
-        unknown: FrameId,
-    ) -> (Vec<FrameId>, bool) {
-        let frames_of = |id: TraceId| -> &[FrameId] {
-            self.node_frames
-                .get(id as usize)
-                .and_then(|f| f.as_deref())
-                .unwrap_or(&[])
-        };
-        let chain: Vec<TraceId> = self.tree.chain(t).map(|(id, _)| id).collect();
-        let mut suppressed = false;
-        for &id in &chain {
-            for &f in frames_of(id) {
-                let fr = self.table.get(f);
-                if patterns.iter().any(|p| {
-                    fr.function.contains(p)
-                        || fr.module.contains(p)
-                        || fr.file.as_deref().is_some_and(|file| file.contains(p))
-                }) {
-                    suppressed = true;
-                }
-            }
-        }
-        let skip = chain
-            .iter()
-            .position(|&id| {
-                !frames_of(id)
-                    .first()
-                    .is_some_and(|&f| OPERATOR_NEW.contains(&self.table.get(f).function.as_str()))
-            })
-            .unwrap_or(chain.len());
-        let mut out = Vec::new();
-        for &id in &chain[skip..] {
-            let fs = frames_of(id);
-            out.extend_from_slice(fs);
-            if fs
-                .iter()
-                .any(|&f| STOP_FUNCTIONS.contains(&self.table.get(f).function.as_str()))
-            {
-                break;
-            }
-        }
-        if out.is_empty() {
-            out.push(unknown);
-        }
-        (out, suppressed)
-    }
-}
-
-fn frame_key(f: &Frame) -> (&str, Option<&str>, Option<u32>, &str) {
-    (&f.function, f.file.as_deref(), f.line, &f.module)
-}
-
-fn unknown_stack_frame() -> Frame {
-    Frame {
-        function: UNKNOWN_STACK.into(),
-        file: None,
-        line: None,
-        module: "[unknown]".into(),
-        symbolized: false,
-    }
+/// [`analyze`] on a whole recording, decoded on another thread while this one counts.
+pub fn analyze_recording(
+    recording: &Recording,
+    processes: &Processes,
+    resolver: &Resolver,
+    opts: HeapOptions,
+) -> HeapProfile {
+    let mut st = State::new(processes, resolver, recording.header().start_clock_ns, opts);
+    recording.for_each_item_in_background(|item| st.item(item));
+    st.finish()
 }
 
 /// A number read off a site's counts.

@@ -19,8 +19,9 @@
 //! - `realloc(old, n) → new` arrives as a free of `old` and an allocation of `new`, so a
 //!   realloc right after the allocation it resizes makes that allocation temporary.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
+use crate::analysis::heap_live::LiveMap;
 use crate::analysis::trace_tree::TraceId;
 
 /// heaptrack's *allocation info*: an allocation's size and stack.
@@ -44,38 +45,58 @@ pub struct Freed {
     pub temporary: bool,
 }
 
-/// The heap of one address space (a process between execs). Memory: one map entry per live
-/// block (address → 12 bytes), nothing per past event.
+/// The heap of one address space (a process between execs). Memory: each distinct (size,
+/// stack) pair once, and about 4 bytes per live block ([`LiveMap`]); nothing per past event.
 #[derive(Default)]
 pub struct SpaceHeap {
-    live: HashMap<u64, Block>,
-    marker: Option<Info>,
-    first_info: Option<Info>,
+    /// Interned infos; a live block holds its info's index + 1.
+    infos: Vec<Block>,
+    info_index: FxHashMap<Info, u32>,
+    live: LiveMap,
+    marker: Option<u32>,
+    first_info: Option<u32>,
 }
 
 impl SpaceHeap {
+    fn intern(&mut self, block: Block) -> u32 {
+        let next = self.infos.len() as u32;
+        let i = *self
+            .info_index
+            .entry((block.size, block.trace))
+            .or_insert(next);
+        if i == next {
+            self.infos.push(block);
+        }
+        i
+    }
+
     /// Counts an allocation. Returns the block this one replaced when `addr` was still live
     /// (the caller keeps it counted as live for ever, as heaptrack does).
     pub fn alloc(&mut self, addr: u64, block: Block) -> Option<Block> {
-        let info = (block.size, block.trace);
+        let info = self.intern(block);
         if self.first_info.is_none() {
             self.first_info = Some(info);
         }
         self.marker = Some(info);
-        self.live.insert(addr, block)
+        self.live
+            .insert(addr, info + 1)
+            .map(|old| self.infos[old as usize - 1])
     }
 
     /// Counts a free: `None` when `addr` is not live (ignored), else what was released.
     pub fn free(&mut self, addr: u64) -> Option<Freed> {
-        let block = self.live.remove(&addr)?;
-        let temporary = self.marker == Some((block.size, block.trace));
+        let info = self.live.remove(addr)? - 1;
+        let temporary = self.marker == Some(info);
         self.marker = self.first_info;
-        Some(Freed { block, temporary })
+        Some(Freed {
+            block: self.infos[info as usize],
+            temporary,
+        })
     }
 
     /// Blocks still live.
-    pub fn live(&self) -> impl Iterator<Item = (&u64, &Block)> {
-        self.live.iter()
+    pub fn live(&self) -> impl Iterator<Item = Block> + '_ {
+        self.live.values().map(|v| self.infos[v as usize - 1])
     }
 
     /// Number of blocks still live.

@@ -49,33 +49,48 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
     let mut end_time = None;
     let mut has_heap = false;
     let mut has_switches = false;
+    let mut has_samples = false;
     let mut summary = Summary::default();
     let processes = Processes::build(&mut |f| {
         summary = recording.for_each_metadata(|r| {
             match &r {
                 Record::Lost(l) if l.kind == "samples" => lost_samples += l.count,
                 Record::End(e) => end_time = Some(e.time),
-                Record::Sample(s) => last_time = last_time.max(s.time),
+                Record::Sample(s) => {
+                    has_samples = true;
+                    last_time = last_time.max(s.time);
+                }
                 Record::Alloc(a) => {
                     has_heap = true;
                     last_time = last_time.max(a.time);
                 }
                 Record::Free(f) => last_time = last_time.max(f.time),
+                // Heap events are skipped in this pass: RSS snapshots, taken along with them,
+                // tell how far a recording cut short got.
+                Record::Rss(r) => last_time = last_time.max(r.time),
                 Record::Switch(_) => has_switches = true,
                 _ => {}
             }
             f(r)
         });
     });
+    has_heap |= summary.heap_records > 0;
     let resolver = Resolver::new(&processes, lookup);
     let header = recording.header();
     let mut unwinder = StackUnwinder::new(&processes, &resolver, &header.arch, header.big_endian);
-    // Debug info loads on another core while this one reads and unwinds the samples.
+    // Debug info loads on another core while this one reads and unwinds the samples. Without
+    // samples, modules load as the heap analysis first needs them: those that hold no
+    // allocation site are never read.
     let cpu = std::thread::scope(|scope| {
-        scope.spawn(|| resolver.preload());
+        if has_samples {
+            scope.spawn(|| resolver.preload());
+        }
         cpu::analyze(
             &mut |f| {
-                recording.for_each(f);
+                // A heap-only recording has no samples: no second pass over it.
+                if has_samples {
+                    recording.for_each(f);
+                }
             },
             &processes,
             &resolver,
@@ -98,17 +113,9 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
 }
 
 impl Loaded {
-    /// Runs the heap analysis (one more pass over the file).
+    /// Runs the heap analysis (one more pass over the file, decoded on another thread).
     pub fn heap(&self, opts: HeapOptions) -> HeapProfile {
-        heap::analyze(
-            &mut |f| {
-                self.recording.for_each(f);
-            },
-            &self.processes,
-            &self.resolver,
-            self.recording.header().start_clock_ns,
-            opts,
-        )
+        heap::analyze_recording(&self.recording, &self.processes, &self.resolver, opts)
     }
 }
 

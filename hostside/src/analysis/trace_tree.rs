@@ -12,9 +12,8 @@
 //! at [`MAX_DEPTH`] frames, and each case is counted in [`TreeAnomalies`] instead of panicking.
 //! Memory grows with the number of distinct nodes, never with the number of allocations.
 
-use std::collections::HashMap;
-
 use crossprof_format::StackNode;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::processes::{Processes, SpaceKey};
 
@@ -26,6 +25,9 @@ pub const EMPTY_TRACE: TraceId = 0;
 
 /// Longest chain followed; deeper chains (or cycles) are cut here and counted.
 pub const MAX_DEPTH: usize = 1024;
+
+/// Board ids below this are remembered in an array for the last address space.
+const MAX_RECENT_ID: u64 = 1 << 20;
 
 /// How many parent processes a forked child's stack ids are looked up in.
 const MAX_FORK_DEPTH: usize = 16;
@@ -59,6 +61,10 @@ pub struct TraceTree {
     raw: HashMap<(u32, u64), (u64, u64)>,
     /// Canonicalized board ids per process: `pid → ((generation, id) → trace)`.
     cache: HashMap<u32, HashMap<(u32, u64), TraceId>>,
+    /// The same for the last address space asked about, indexed by board id (ids are small
+    /// dense integers; 0 = not yet canonicalized): one array read per event instead of two
+    /// hash lookups.
+    recent: Option<(SpaceKey, Vec<TraceId>)>,
     /// Canonical nodes; `TraceId` n is `nodes[n - 1]`.
     nodes: Vec<TraceNode>,
     index: HashMap<TraceNode, TraceId>,
@@ -79,6 +85,9 @@ impl TraceTree {
             if old != value {
                 self.anomalies.redefined += 1;
                 self.cache.remove(&n.pid);
+                if self.recent.as_ref().is_some_and(|(s, _)| s.0 == n.pid) {
+                    self.recent = None;
+                }
             }
         }
     }
@@ -89,6 +98,29 @@ impl TraceTree {
         if id == 0 {
             return EMPTY_TRACE;
         }
+        if let Some((s, v)) = &self.recent {
+            if *s == space {
+                if let Some(&t) = v.get(id as usize).filter(|&&t| t != EMPTY_TRACE) {
+                    return t;
+                }
+            }
+        }
+        let t = self.trace_slow(space, id, processes);
+        if t != EMPTY_TRACE && id < MAX_RECENT_ID {
+            if self.recent.as_ref().is_none_or(|(s, _)| *s != space) {
+                self.recent = Some((space, Vec::new()));
+            }
+            if let Some((_, v)) = &mut self.recent {
+                if v.len() <= id as usize {
+                    v.resize(id as usize + 1, EMPTY_TRACE);
+                }
+                v[id as usize] = t;
+            }
+        }
+        t
+    }
+
+    fn trace_slow(&mut self, space: SpaceKey, id: u64, processes: &Processes) -> TraceId {
         let (pid, generation) = space;
         if let Some(&t) = self.cache.get(&pid).and_then(|c| c.get(&(generation, id))) {
             return t;

@@ -43,6 +43,9 @@ pub struct Summary {
     pub damage: Option<Damage>,
     /// Whether the [`Record::End`] record was seen: the recording ended normally.
     pub complete: bool,
+    /// Records holding a run of heap events, expanded or (see [`DecodeOptions::heap_events`])
+    /// skipped.
+    pub heap_records: u64,
 }
 
 /// Why a file cannot be read at all.
@@ -216,7 +219,10 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         if tag == crate::record::tag::HEAP_BATCH {
-            crate::heap_batch::expand(payload, &mut self.pending)?;
+            self.summary.heap_records += 1;
+            if self.opts.heap_events {
+                crate::heap_batch::expand(payload, &mut self.pending)?;
+            }
             self.frame_pos += used;
             return Ok(None);
         }

@@ -249,17 +249,22 @@ pub struct End {
 }
 
 /// What a reader decodes. A pass that only needs a recording's metadata (who ran, what was
-/// mapped) skips copying the samples' stack bytes, most of a stack-copy recording.
+/// mapped) skips copying the samples' stack bytes, most of a stack-copy recording, and the
+/// heap events, most of a heap recording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeOptions {
     /// Decode samples' registers and stack copies (else they come back empty).
     pub sample_stacks: bool,
+    /// Expand heap event records into `Alloc`/`Free` records (else they are skipped, and only
+    /// counted in the reader's [`crate::Summary::heap_records`]).
+    pub heap_events: bool,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
         DecodeOptions {
             sample_stacks: true,
+            heap_events: true,
         }
     }
 }

@@ -1,0 +1,222 @@
+//! The summing up of the heap analysis after its pass ([`crate::analysis::heap_stream`]):
+//! traces and sites with their counts, leaks (with heaptrack's suppressions), the largest
+//! allocations and the timeline, in a deterministic order.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use crate::analysis::heap::{
+    HeapCounts, HeapProfile, LargeAllocation, SiteRow, TraceRow, BUILTIN_SUPPRESSIONS,
+    OPERATOR_NEW, STOP_FUNCTIONS,
+};
+use crate::analysis::heap_stream::{unknown_stack_frame, State};
+use crate::analysis::trace_tree::TraceId;
+use crate::frames::{Frame, FrameId};
+
+impl State<'_> {
+    /// Sums up: the profile.
+    pub(super) fn finish(mut self) -> HeapProfile {
+        self.resolve_all();
+        let unknown = self.table.intern(unknown_stack_frame());
+        let epoch = self.epoch;
+        let mut suppressed_patterns: Vec<&str> = Vec::new();
+        if self.opts.suppressions {
+            suppressed_patterns.extend(BUILTIN_SUPPRESSIONS);
+        }
+
+        // Traces that allocated, in a deterministic order (by trace id: first use).
+        let mut traces = Vec::new();
+        let mut trace_row: HashMap<TraceId, usize> = HashMap::new();
+        for (i, acc) in self.traces.iter().enumerate() {
+            if !acc.used {
+                continue;
+            }
+            let t = i as TraceId;
+            let (frames, suppressed) = self.display_frames(t, &suppressed_patterns, unknown);
+            let at_peak = if acc.epoch == epoch {
+                acc.snap
+            } else {
+                acc.live_bytes
+            };
+            let (leaked_bytes, leaked_allocations) = if suppressed {
+                let t = &mut self.totals;
+                t.suppressed_leaked_bytes =
+                    t.suppressed_leaked_bytes.saturating_add(acc.live_bytes);
+                t.suppressed_leaked_allocations += acc.live_count;
+                (0, 0)
+            } else {
+                (acc.live_bytes, acc.live_count)
+            };
+            self.totals.leaked_bytes = self.totals.leaked_bytes.saturating_add(leaked_bytes);
+            self.totals.leaked_allocations += leaked_allocations;
+            trace_row.insert(t, traces.len());
+            traces.push(TraceRow {
+                pid: acc.pid,
+                site: acc.site as usize,
+                frames,
+                counts: HeapCounts {
+                    allocations: acc.allocations,
+                    temporary: acc.temporary,
+                    allocated_bytes: acc.allocated,
+                    peak_bytes: 0,
+                    at_peak_bytes: at_peak,
+                    leaked_bytes,
+                    leaked_allocations,
+                },
+                suppressed,
+            });
+        }
+
+        // Sites: sums over their traces, own maximum from the stream.
+        let mut sites: Vec<SiteRow> = self
+            .sites
+            .iter()
+            .map(|s| SiteRow {
+                frame: s.frame,
+                counts: HeapCounts {
+                    peak_bytes: s.max,
+                    ..HeapCounts::default()
+                },
+                traces: Vec::new(),
+            })
+            .collect();
+        for (i, tr) in traces.iter().enumerate() {
+            let s = &mut sites[tr.site];
+            s.counts.allocations += tr.counts.allocations;
+            s.counts.temporary += tr.counts.temporary;
+            s.counts.allocated_bytes = s
+                .counts
+                .allocated_bytes
+                .saturating_add(tr.counts.allocated_bytes);
+            s.counts.at_peak_bytes = s
+                .counts
+                .at_peak_bytes
+                .saturating_add(tr.counts.at_peak_bytes);
+            s.counts.leaked_bytes = s.counts.leaked_bytes.saturating_add(tr.counts.leaked_bytes);
+            s.counts.leaked_allocations += tr.counts.leaked_allocations;
+            s.traces.push(i);
+        }
+        for s in &mut sites {
+            s.traces.sort_by(|&a, &b| {
+                traces[b]
+                    .counts
+                    .allocations
+                    .cmp(&traces[a].counts.allocations)
+                    .then(a.cmp(&b))
+            });
+        }
+        // Sort sites, then renumber the traces' site indices.
+        let mut order: Vec<usize> = (0..sites.len()).collect();
+        let table = &self.table;
+        order.sort_by(|&a, &b| {
+            let (x, y) = (&sites[a].counts, &sites[b].counts);
+            y.allocations
+                .cmp(&x.allocations)
+                .then(y.leaked_bytes.cmp(&x.leaked_bytes))
+                .then(y.peak_bytes.cmp(&x.peak_bytes))
+                .then_with(|| {
+                    frame_key(table.get(sites[a].frame)).cmp(&frame_key(table.get(sites[b].frame)))
+                })
+        });
+        let mut new_index = vec![0; sites.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new;
+        }
+        let mut slots: Vec<Option<SiteRow>> = sites.into_iter().map(Some).collect();
+        let sites: Vec<SiteRow> = order.iter().filter_map(|&o| slots[o].take()).collect();
+        for tr in &mut traces {
+            tr.site = new_index[tr.site];
+        }
+
+        let mut largest: Vec<LargeAllocation> = self
+            .largest
+            .into_sorted_vec()
+            .into_iter()
+            .filter_map(|Reverse((size, _, time, pid, t))| {
+                Some(LargeAllocation {
+                    size,
+                    time,
+                    pid,
+                    trace: *trace_row.get(&t)?,
+                })
+            })
+            .collect();
+        largest.truncate(self.opts.largest);
+
+        let end_time = self.end_time.unwrap_or(self.last_time);
+        let address_spaces = self.spaces.len() as u64;
+        let mut anomalies = self.anomalies;
+        anomalies.tree = self.tree.anomalies;
+        HeapProfile {
+            timeline: self.timeline.filled(end_time),
+            timeline_start: self.timeline.start,
+            timeline_width: self.timeline.width,
+            table: self.table,
+            totals: self.totals,
+            sites,
+            traces,
+            largest,
+            end_time,
+            lost_events: self.lost,
+            address_spaces,
+            anomalies,
+        }
+    }
+
+    /// The frames shown for a trace (from its site outward, up to a stop function) and whether a
+    /// suppression pattern matches anywhere on its full stack.
+    fn display_frames(
+        &self,
+        t: TraceId,
+        patterns: &[&str],
+        unknown: FrameId,
+    ) -> (Vec<FrameId>, bool) {
+        let frames_of = |id: TraceId| -> &[FrameId] {
+            self.node_frames
+                .get(id as usize)
+                .and_then(|f| f.as_deref())
+                .unwrap_or(&[])
+        };
+        let chain: Vec<TraceId> = self.tree.chain(t).map(|(id, _)| id).collect();
+        let mut suppressed = false;
+        for &id in &chain {
+            for &f in frames_of(id) {
+                let fr = self.table.get(f);
+                if patterns.iter().any(|p| {
+                    fr.function.contains(p)
+                        || fr.module.contains(p)
+                        || fr.file.as_deref().is_some_and(|file| file.contains(p))
+                }) {
+                    suppressed = true;
+                }
+            }
+        }
+        let skip = chain
+            .iter()
+            .position(|&id| {
+                !frames_of(id)
+                    .first()
+                    .is_some_and(|&f| OPERATOR_NEW.contains(&self.table.get(f).function.as_str()))
+            })
+            .unwrap_or(chain.len());
+        let mut out = Vec::new();
+        for &id in &chain[skip..] {
+            let fs = frames_of(id);
+            out.extend_from_slice(fs);
+            if fs
+                .iter()
+                .any(|&f| STOP_FUNCTIONS.contains(&self.table.get(f).function.as_str()))
+            {
+                break;
+            }
+        }
+        if out.is_empty() {
+            out.push(unknown);
+        }
+        (out, suppressed)
+    }
+}
+
+fn frame_key(f: &Frame) -> (&str, Option<&str>, Option<u32>, &str) {
+    (&f.function, f.file.as_deref(), f.line, &f.module)
+}
