@@ -207,14 +207,19 @@ impl<'a> Reader<'a> {
         let payload = d.bytes()?;
         let used = 1 + (rest.len() - 1 - d.remaining());
         if tag == crate::record::tag::HEAP_EVENTS {
+            self.summary.heap_records += 1;
             let mut p = Dec::new(payload);
             let pid = p.u32()?;
             let end = self.frame_pos + used;
-            self.heap_events = Some(HeapCursor {
-                pos: end - p.remaining(),
-                end,
-                pid,
-            });
+            // Skipping is safe: the codes' state carries from record to record, but a pass
+            // that skips them skips them all.
+            if self.opts.heap_events {
+                self.heap_events = Some(HeapCursor {
+                    pos: end - p.remaining(),
+                    end,
+                    pid,
+                });
+            }
             self.frame_pos = end;
             return Ok(None);
         }
