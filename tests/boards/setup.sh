@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the emulated-board tests need, idempotently: QEMU for ARM, the Debian cross
 # compilers for the test programs (and their target C libraries), and a real Debian bookworm
-# kernel per board, downloaded as a package for that architecture and unpacked (never
-# installed) into the user cache. Prints the cache directory on stdout.
+# kernel per board plus Debian's C library with its debug info, downloaded as packages for
+# that architecture and unpacked (never installed) into the user cache. Prints the cache
+# directory on stdout.
 #
 #   tests/boards/setup.sh            # both boards: arm64 and armhf
 #   tests/boards/setup.sh arm64      # one board
@@ -77,7 +78,37 @@ fetch_kernel() {
     mv "$dir.new" "$dir"
 }
 
+# Debian's own C library for the board (libc6) and its detached debug info (libc6-dbg),
+# unpacked into $cache/libc-$arch: a board that runs a distribution's C library, and the
+# debug sysroot that goes with it, as Yocto's and Buildroot's debug filesystems hold it. The
+# cross toolchain's copy (libc6-*-cross) has no debug info to go with it, and on armhf most of
+# its functions have no unwind tables at all.
+fetch_libc() {
+    local arch=$1 dir="$cache/libc-$1"
+    [ -e "$dir/.done" ] && return 0
+    echo "boards: fetching Debian's $arch libc6 and libc6-dbg into $dir" >&2
+    local work
+    work=$(mktemp -d "${TMPDIR:-/tmp}/crossprof-libc-XXXXXX")
+    # shellcheck disable=SC2064
+    trap "rm -rf '$work'" RETURN
+    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+    local o=(-oAPT::Architecture="$arch" -oAPT::Architectures="$arch" -oDir::State::Lists="$work/lists"
+        -oDir::Cache="$work/cache" -oDir::State::status=/dev/null -oAPT::Sandbox::User=root)
+    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || true
+    (cd "$work" && apt-get "${o[@]}" download libc6 libc6-dbg >/dev/null 2>&1) || {
+        echo "boards: cannot download libc6 and libc6-dbg for $arch" >&2
+        exit 1
+    }
+    rm -rf "$dir.new"
+    local deb
+    for deb in "$work"/*.deb; do dpkg -x "$deb" "$dir.new"; done
+    touch "$dir.new/.done"
+    rm -rf "$dir"
+    mv "$dir.new" "$dir"
+}
+
 for a in "${archs[@]}"; do
     fetch_kernel "$a"
+    fetch_libc "$a"
 done
 echo "$cache"

@@ -18,6 +18,9 @@ VARIANT=$2
 RECIPE="$RW_DIR/recipes/$PROGRAM.sh"
 [ -f "$RECIPE" ] || rw_die "no recipe for $PROGRAM (have: $(cd "$RW_DIR/recipes" && ls | sed 's/\.sh$//' | tr '\n' ' '))"
 rw_parse_variant "$VARIANT"
+# Only the programs that also run on the emulated boards set these.
+BOARD_WORKLOAD_ARGS=()
+BOARD_WORKLOAD_FILES=()
 # shellcheck source=recipes/sqlite3.sh
 . "$RECIPE"
 
@@ -140,6 +143,9 @@ write_manifest() {
         cat "$OUT/binary"
         echo "workdir=$WORK"
         for a in "${WORKLOAD_ARGS[@]}"; do echo "arg=$a"; done
+        # The emulated boards' smaller workload, and the files of workdir it reads.
+        for a in "${BOARD_WORKLOAD_ARGS[@]}"; do echo "board_arg=$a"; done
+        for a in "${BOARD_WORKLOAD_FILES[@]}"; do echo "board_input=$a"; done
     } >"$OUT/manifest.new"
     if cmp -s "$OUT/manifest.new" "$OUT/manifest"; then
         rm -f "$OUT/manifest.new"

@@ -98,6 +98,20 @@ pub fn cache_dir() -> PathBuf {
     base.join("crossprof/boards")
 }
 
+/// Debian's own C library for the board (`libc6`) with its detached debug info
+/// (`libc6-dbg`, under `usr/lib/debug/.build-id/`), unpacked by tests/boards/setup.sh: the
+/// library at its board path under the returned directory (`lib/<gnu>/libc.so.6`, ...).
+pub fn debian_libc(board: Board) -> PathBuf {
+    let d = cache_dir().join(format!("libc-{}", board.debian_arch()));
+    assert!(
+        d.join(".done").exists(),
+        "no Debian C library at {}: {}",
+        d.display(),
+        setup_hint()
+    );
+    d
+}
+
 /// The static `rec` built for the board, from `dist/<triple>/rec` (or `$CROSSPROF_DIST`).
 pub fn board_rec(board: Board) -> PathBuf {
     let dist = std::env::var_os("CROSSPROF_DIST")
@@ -372,7 +386,8 @@ fn parse_disk(disk: &[u8]) -> Option<Results> {
 }
 
 /// Boots `board` with `files` (plus the init, the rec binary at `/rec`, the virtio modules and
-/// the C library) and runs `jobs` one after the other; returns what they left in /out.
+/// the cross toolchain's C library where `files` has none) and runs `jobs` one after the
+/// other, in `/`; returns what they left in /out.
 pub fn boot(board: Board, tag: &str, mut files: Files, jobs: &[Vec<String>]) -> BoardRun {
     let kernels = cache_dir().join(board.debian_arch());
     let kernel = kernels.join("vmlinuz");
@@ -402,17 +417,16 @@ pub fn boot(board: Board, tag: &str, mut files: Files, jobs: &[Vec<String>]) -> 
             0o644,
         ));
     }
+    // The cross toolchain's C library, unless the test brought its own.
     let lib = Path::new("/usr").join(board.gnu()).join("lib");
-    files.push((
-        format!("/lib/{}", board.dynamic_linker()),
-        read(&lib.join(board.dynamic_linker())),
-        0o755,
-    ));
-    files.push((
-        format!("/lib/{}/libc.so.6", board.gnu()),
-        read(&lib.join("libc.so.6")),
-        0o755,
-    ));
+    for (guest, name) in [
+        (format!("/lib/{}", board.dynamic_linker()), board.dynamic_linker()),
+        (format!("/lib/{}/libc.so.6", board.gnu()), "libc.so.6"),
+    ] {
+        if !files.iter().any(|(p, _, _)| *p == guest) {
+            files.push((guest, read(&lib.join(name)), 0o755));
+        }
+    }
     let job: Vec<String> = jobs.join(&["--next--".to_string()][..]);
     files.push(("/job".into(), (job.join("\n") + "\n").into_bytes(), 0o644));
     let initrd = dir.join("initrd.cpio");

@@ -30,7 +30,8 @@ pub const C_PROGRAMS: &[&str] = &["sqlite3", "lua", "zstd", "ninja"];
 pub const LINKERS: &[&str] = &["bfd", "lld", "mold"];
 
 /// The programs that are also cross-built for the emulated boards (variants
-/// `aarch64-bfd-O2-pie` and `armv7-bfd-O2-pie`).
+/// `aarch64-bfd-O2-pie` and `armv7-bfd-O2-pie`), with a smaller workload for them
+/// ([`RealProgram::board_args`]).
 pub const BOARD_PROGRAMS: &[&str] = &["sqlite3", "lua"];
 
 /// One program built in one variant.
@@ -59,6 +60,11 @@ pub struct RealProgram {
     pub workdir: PathBuf,
     /// The workload's arguments (paths relative to `workdir`).
     pub args: Vec<String>,
+    /// The smaller workload of the emulated boards (empty for programs that do not run
+    /// there): its arguments, relative to the directory holding `board_inputs`.
+    pub board_args: Vec<String>,
+    /// The files of `workdir` the board workload reads.
+    pub board_inputs: Vec<String>,
     /// The shared libraries the program needs: (path on the board, file on this machine).
     /// For the cross builds these come from Debian's cross C library.
     pub libs: Vec<(String, PathBuf)>,
@@ -129,6 +135,8 @@ fn parse_manifest(text: &str) -> Option<RealProgram> {
         sysroot: PathBuf::new(),
         workdir: PathBuf::new(),
         args: Vec::new(),
+        board_args: Vec::new(),
+        board_inputs: Vec::new(),
         libs: Vec::new(),
     };
     for line in text.lines() {
@@ -144,6 +152,8 @@ fn parse_manifest(text: &str) -> Option<RealProgram> {
             "sysroot" => p.sysroot = v.into(),
             "workdir" => p.workdir = v.into(),
             "arg" => p.args.push(v.into()),
+            "board_arg" => p.board_args.push(v.into()),
+            "board_input" => p.board_inputs.push(v.into()),
             "lib" => {
                 let (guest, host) = v.split_once(' ')?;
                 p.libs.push((guest.into(), host.into()));
@@ -163,10 +173,13 @@ mod tests {
         let p = parse_manifest(
             "program=lua\nvariant=bfd-O2-pie\narch=x86_64\nversion=5.4\nboard=/c/board/lua\n\
              guest=/c/board/lua\nunstripped=/c/sysroot/c/board/lua\nsysroot=/c/sysroot\n\
-             workdir=/w\narg=bench.lua\narg=.read x y\nlib=/lib/x/libc.so.6 /usr/lib/x/libc.so.6\n",
+             workdir=/w\narg=bench.lua\narg=.read x y\nlib=/lib/x/libc.so.6 /usr/lib/x/libc.so.6\n\
+             board_arg=bench.lua\nboard_arg=1\nboard_input=bench.lua\n",
         )
         .unwrap();
         assert_eq!(p.args, ["bench.lua", ".read x y"]);
+        assert_eq!(p.board_args, ["bench.lua", "1"]);
+        assert_eq!(p.board_inputs, ["bench.lua"]);
         assert_eq!(
             p.libs,
             [(

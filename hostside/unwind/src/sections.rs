@@ -68,6 +68,37 @@ fn section(file: &object::File<'_>, name: &str) -> Found {
     ))
 }
 
+/// The most bytes a compressed `.debug_frame` may inflate to: far more than any real
+/// program's (a C library's is about 100 KiB), and a bound on what a hostile size costs.
+const MAX_DEBUG_FRAME: u64 = 256 << 20;
+
+/// `.debug_frame`, inflated when compressed: Debian's and Fedora's detached debug files
+/// (`libc6-dbg`, `*-dbgsym`) compress their debug sections (`SHF_COMPRESSED`, zlib or zstd).
+/// `None` when absent, empty, or not inflatable within [`MAX_DEBUG_FRAME`].
+fn debug_frame(file: &object::File<'_>) -> Option<Arc<[u8]>> {
+    let sec = file.section_by_name(".debug_frame")?;
+    let c = sec.compressed_data().ok()?;
+    let size = usize::try_from(c.uncompressed_size)
+        .ok()
+        .filter(|_| c.uncompressed_size <= MAX_DEBUG_FRAME)?;
+    let data: Vec<u8> = match c.format {
+        object::CompressionFormat::None => c.data.to_vec(),
+        object::CompressionFormat::Zlib => {
+            let mut out = Vec::new();
+            out.try_reserve_exact(size).ok()?;
+            // Writes only into the reserved capacity: a longer stream is an error.
+            let status = flate2::Decompress::new(true)
+                .decompress_vec(c.data, &mut out, flate2::FlushDecompress::Finish)
+                .ok()?;
+            (status == flate2::Status::StreamEnd).then_some(out)?
+        }
+        object::CompressionFormat::Zstandard => zstd::bulk::decompress(c.data, size).ok()?,
+        _ => return None,
+    };
+    (!data.is_empty() && (c.format == object::CompressionFormat::None || data.len() == size))
+        .then(|| Arc::from(data))
+}
+
 impl UnwindSections {
     /// Reads the unwind sections of `image` (the module as mapped on the board: its
     /// `.eh_frame` and `.eh_frame_hdr` are allocated, so they survive stripping) and, when
@@ -103,11 +134,11 @@ impl UnwindSections {
                 !file.is_little_endian(),
             )));
         }
-        s.debug_frame = section(&file, ".debug_frame").map(|(_, d)| d);
+        s.debug_frame = debug_frame(&file);
         if s.debug_frame.is_none() {
             if let Some(debug) = debug {
                 if let Ok(dfile) = object::File::parse(debug) {
-                    s.debug_frame = section(&dfile, ".debug_frame").map(|(_, d)| d);
+                    s.debug_frame = debug_frame(&dfile);
                 }
             }
         }

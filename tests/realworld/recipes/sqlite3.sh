@@ -7,6 +7,9 @@ SOURCE_VERSION=3.40.1-2+deb12u2
 BINARY=sqlite3
 WORKLOAD_FILES=(sqlite3.awk)
 WORKLOAD_ARGS=(":memory:" ".read bench.sql")
+# The emulated boards run the same statements at a twentieth of the size (about 1.5 s there).
+BOARD_WORKLOAD_ARGS=(":memory:" ".read bench-board.sql")
+BOARD_WORKLOAD_FILES=(bench-board.sql)
 DEFINES=(-DSQLITE_THREADSAFE=1 -DSQLITE_ENABLE_FTS5 -DSQLITE_ENABLE_RTREE -DSQLITE_ENABLE_MATH_FUNCTIONS
     -DSQLITE_ENABLE_DBSTAT_VTAB -DSQLITE_DQS=0 -DHAVE_READLINE=0)
 
@@ -41,4 +44,5 @@ recipe_link() {
 
 workload() {
     awk -f "$RW_DIR/workloads/sqlite3.awk" >"$1/bench.sql"
+    awk -v scale=0.05 -f "$RW_DIR/workloads/sqlite3.awk" >"$1/bench-board.sql"
 }

@@ -1,5 +1,9 @@
 -- The Lua workload (deterministic): deep recursion through Lua and C (pcall, sort
 -- comparators, string.gsub callbacks), table building, string work and the garbage collector.
+-- `lua bench.lua [ROUNDS] [SIZE]`: 10 rounds over 60,000 items unless told (the boards'
+-- emulated CPUs run a small fraction).
+local rounds = tonumber(arg and arg[1]) or 10
+local size = tonumber(arg and arg[2]) or 60000
 local function fib(n)
   if n < 2 then return n end
   return fib(n - 1) + fib(n - 2)
@@ -45,11 +49,11 @@ local function tables(n)
 end
 
 local total = 0
-for round = 1, 10 do
+for _ = 1, rounds do
   total = total + fib(27)
   for _ = 1, 40 do total = total + nested(60) end
-  total = total + words(60000)
-  total = total + tables(60000)
+  total = total + words(size)
+  total = total + tables(size)
   collectgarbage()
 end
 print(total)
