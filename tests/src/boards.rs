@@ -420,7 +420,10 @@ pub fn boot(board: Board, tag: &str, mut files: Files, jobs: &[Vec<String>]) -> 
     // The cross toolchain's C library, unless the test brought its own.
     let lib = Path::new("/usr").join(board.gnu()).join("lib");
     for (guest, name) in [
-        (format!("/lib/{}", board.dynamic_linker()), board.dynamic_linker()),
+        (
+            format!("/lib/{}", board.dynamic_linker()),
+            board.dynamic_linker(),
+        ),
         (format!("/lib/{}/libc.so.6", board.gnu()), "libc.so.6"),
     ] {
         if !files.iter().any(|(p, _, _)| *p == guest) {
