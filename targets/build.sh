@@ -56,8 +56,11 @@ case "$kind" in
     heap-musl | heap-gnu)
         package=crossprof-heap
         artifact=libcrossprof_heap.so
-        # A shared library cannot be crt-static, musl's default.
+        # A shared library cannot be crt-static, musl's default. It links against the musl
+        # C library it will be loaded with: zig's, on x86_64 too (the host's cc would link
+        # it against glibc's libgcc_s and loader, which a musl program does not have).
         flags="$build_id -C target-feature=-crt-static"
+        driver=(cargo zigbuild)
         if [ "$kind" = heap-gnu ]; then
             # The glibc triple of the same board, linked by zig against an old glibc's symbol
             # versions (the suffix), so the library loads on old and new glibc userlands alike.

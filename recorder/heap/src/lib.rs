@@ -27,6 +27,8 @@
 extern crate alloc;
 
 pub mod arena;
+#[cfg(target_env = "musl")]
+mod dl;
 mod freeres;
 mod hooks;
 mod lock;

@@ -506,7 +506,8 @@ fn nested(
 }
 
 /// Rebuilds the module list when an unknown address was seen (at most every 50 ms). Never
-/// with the lock held; never on musl, whose loader calls malloc with its own lock held.
+/// with the lock held; never on musl, whose loader calls malloc with its own lock held (there
+/// `dlopen` is wrapped instead, see [`crate::dl`]).
 fn maybe_rescan(tid: u32) {
     if cfg!(target_env = "musl") || !RESCAN.load(Ordering::Relaxed) {
         return;
@@ -517,17 +518,34 @@ fn maybe_rescan(tid: u32) {
     }
     LAST_RESCAN.store(now, Ordering::Relaxed);
     RESCAN.store(false, Ordering::Relaxed);
+    rescan_now(tid, now);
+}
+
+/// Reads the module list again and tells rec to read the process's maps (a `MAPS` event).
+/// Takes the loader's lock, then the interposer's: only from outside both.
+fn rescan_now(tid: u32, now: u64) {
     let fresh = stack::rescan();
     LOCK.lock(tid);
     // SAFETY: LOCK is held.
     let st = unsafe { state() };
     let old = install_modules(st, fresh);
+    HAVE_MODULES.store(true, Ordering::Release);
     let ok = st.producer.is_none() || push(st, kind::MAPS, tid, &[now]);
     if !ok {
         stop(st);
     }
     LOCK.unlock();
     drop(old);
+}
+
+/// A library was loaded or unloaded (called after `dlopen`/`dlclose` returned, outside the
+/// loader's lock): the module list is read again at once.
+#[cfg_attr(not(target_env = "musl"), allow(dead_code))]
+pub fn modules_changed() {
+    if !active() || thread::inside() {
+        return;
+    }
+    rescan_now(thread::tid(), sys::now_ns());
 }
 
 // ---- fork ------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 //! `dl_iterate_phdr` takes the loader's lock, so it is never called with the interposer's
 //! lock held (a thread inside `dlopen` may be waiting for ours), and on musl not from inside
 //! `malloc` at all (musl's `dlopen` calls `malloc` with the loader lock held): there the list
-//! is taken once, at load time.
+//! is taken at load time and again each time `dlopen` or `dlclose` returns (`crate::dl`).
 
 // The ELF fields are u32 on 32-bit targets: the `as u64` casts are needed there.
 #![allow(clippy::unnecessary_cast)]

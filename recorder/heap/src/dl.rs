@@ -1,0 +1,70 @@
+//! `dlopen` and `dlclose` on musl: after the real call returns, the module list is read again,
+//! so that stacks through a library loaded after start unwind through it (and a library
+//! unloaded is no longer trusted for unwinding).
+//!
+//! Why only on musl: elsewhere an address outside every known module makes the next event
+//! rescan the list ([`crate::record`]), but musl's `dlopen` calls `malloc` with the loader's
+//! lock held and `dl_iterate_phdr` takes that lock, so the interposer never reads the list from
+//! inside `malloc` there. After the real `dlopen` returns the lock is free again. (glibc's
+//! `dlopen` looks at its caller to choose the search path and namespace, so wrapping it there
+//! would change what the program loads; musl's does not look at its caller.)
+//!
+//! Allocations that the new library's constructors make run inside the real `dlopen`, before
+//! the list is read again: their site is right (it is the first address outside the
+//! interposer), their stack beyond it may be cut short.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
+type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
+static REAL_DLCLOSE: AtomicUsize = AtomicUsize::new(0);
+
+/// The next definition of `name` after this library (libc's), looked up once.
+fn next(slot: &AtomicUsize, name: &[u8]) -> usize {
+    let f = slot.load(Ordering::Acquire);
+    if f != 0 {
+        return f;
+    }
+    // SAFETY: name is NUL-terminated; RTLD_NEXT lookups have no other preconditions. Not
+    // called from inside malloc, so musl's loader lock is free.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr() as *const c_char) } as usize;
+    slot.store(f, Ordering::Release);
+    f
+}
+
+/// `dlopen`.
+///
+/// # Safety
+/// As for the C function: `file` is NULL or a NUL-terminated path.
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
+    let f = next(&REAL_DLOPEN, b"dlopen\0");
+    if f == 0 {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: the address came from dlsym("dlopen"); arguments passed through.
+    let h = unsafe { core::mem::transmute::<usize, DlopenFn>(f)(file, mode) };
+    if !h.is_null() {
+        crate::record::modules_changed();
+    }
+    h
+}
+
+/// `dlclose`.
+///
+/// # Safety
+/// As for the C function: `handle` came from `dlopen`.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    let f = next(&REAL_DLCLOSE, b"dlclose\0");
+    if f == 0 {
+        return -1;
+    }
+    // SAFETY: the address came from dlsym("dlclose"); argument passed through.
+    let r = unsafe { core::mem::transmute::<usize, DlcloseFn>(f)(handle) };
+    crate::record::modules_changed();
+    r
+}
