@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crossprof_format::{Arch, Sample};
 use crossprof_symbols::MatchKind;
-use crossprof_unwind::{AddressSpace, Outcome, Registers, UnwindSections};
+use crossprof_unwind::{AddressSpace, CutShort, Outcome, Registers, UnwindSections};
 use serde::Serialize;
 
 use crate::processes::{ModuleIdx, Processes, SpaceKey};
@@ -22,18 +22,76 @@ use crate::resolve::Resolver;
 pub struct UnwindStats {
     /// Samples unwound to the outermost frame.
     pub complete: u64,
-    /// Samples whose unwind stopped early (stack copy too short, no unwind info, corrupt).
+    /// Samples whose unwind stopped early (stack copy too short, no unwind info, corrupt):
+    /// the sum of `truncated_by`.
     pub truncated: u64,
+    /// Why they stopped, by reason.
+    pub truncated_by: CutShortCounts,
     /// Samples of an architecture without a host unwinder yet (leaf frame only).
     pub unsupported: u64,
     /// Samples that carried no usable registers (leaf frame unknown).
     pub no_registers: u64,
 }
 
+/// Cut-short unwinds by reason (see [`CutShort`]); the JSON keys are [`CutShort::name`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CutShortCounts {
+    /// The stack copy ended: `rec --call-graph dwarf=SIZE` was too small for the stack.
+    pub stack_copy_ended: u64,
+    /// A module's unwind tables were missing (not in the sysroot, or mismatched).
+    pub no_unwind_tables: u64,
+    /// Code the tables do not cover (assembly without CFI, linker stubs).
+    pub no_unwind_info: u64,
+    /// A return address outside every executable mapping (never shown as a frame).
+    pub outside_mappings: u64,
+    /// A rule led nowhere (corrupt stack or tables).
+    pub bad_frame: u64,
+    /// More frames than the limit.
+    pub too_deep: u64,
+}
+
+impl CutShortCounts {
+    /// The counter of one reason.
+    pub fn get_mut(&mut self, why: CutShort) -> &mut u64 {
+        match why {
+            CutShort::StackCopyEnded => &mut self.stack_copy_ended,
+            CutShort::NoUnwindTables => &mut self.no_unwind_tables,
+            CutShort::NoUnwindInfo => &mut self.no_unwind_info,
+            CutShort::OutsideMappings => &mut self.outside_mappings,
+            CutShort::BadFrame => &mut self.bad_frame,
+            CutShort::TooDeep => &mut self.too_deep,
+        }
+    }
+
+    /// The count of one reason.
+    pub fn get(&self, why: CutShort) -> u64 {
+        match why {
+            CutShort::StackCopyEnded => self.stack_copy_ended,
+            CutShort::NoUnwindTables => self.no_unwind_tables,
+            CutShort::NoUnwindInfo => self.no_unwind_info,
+            CutShort::OutsideMappings => self.outside_mappings,
+            CutShort::BadFrame => self.bad_frame,
+            CutShort::TooDeep => self.too_deep,
+        }
+    }
+}
+
 impl UnwindStats {
     /// Samples that carried a stack copy.
     pub fn total(&self) -> u64 {
         self.complete + self.truncated + self.unsupported + self.no_registers
+    }
+
+    /// Counts one unwind's outcome.
+    pub fn count(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Complete => self.complete += 1,
+            Outcome::CutShort(why) => {
+                self.truncated += 1;
+                *self.truncated_by.get_mut(why) += 1;
+            }
+            Outcome::Unsupported => self.unsupported += 1,
+        }
     }
 }
 
@@ -108,32 +166,45 @@ impl<'a> StackUnwinder<'a> {
     }
 
     fn build_space(&mut self, key: SpaceKey) -> AddressSpace {
-        {
-            let arch = self.arch.unwrap_or(Arch::X86_64);
-            let mut space = AddressSpace::new(arch, self.big_endian);
-            // One entry per module: its whole executable range, biased by its first mapping.
-            let mut ranges: HashMap<ModuleIdx, (u64, u64, u64, u64)> = HashMap::new();
-            for m in self.processes.mappings(key) {
-                let e = ranges
-                    .entry(m.module)
-                    .or_insert((m.start, m.end, m.start, m.pgoff));
-                e.0 = e.0.min(m.start);
-                e.1 = e.1.max(m.end);
+        let arch = self.arch.unwrap_or(Arch::X86_64);
+        let mut space = AddressSpace::new(arch, self.big_endian);
+        // One entry per module: its whole executable range, biased by its lowest mapping.
+        // Every listed mapping is executable, so the bias comes from the executable segment
+        // (see `UnwindSections::bias`).
+        let mappings = self.processes.mappings(key);
+        let mut ranges: HashMap<ModuleIdx, (u64, u64, u64, u64)> = HashMap::new();
+        for m in &mappings {
+            let e = ranges
+                .entry(m.module)
+                .or_insert((m.start, m.end, m.start, m.pgoff));
+            if m.start < e.2 {
+                e.2 = m.start;
+                e.3 = m.pgoff;
             }
-            let mut ranges: Vec<_> = ranges.into_iter().collect();
-            ranges.sort_by_key(|(_, r)| r.0);
-            for (module, (start, end, first, pgoff)) in ranges {
-                let Some(sections) = self.sections(module) else {
-                    continue;
-                };
-                let Some(bias) = sections.bias(first, pgoff) else {
-                    continue;
-                };
-                let name = &self.processes.modules[module].path;
-                space.add_module(name, start..end, bias, &sections);
-            }
-            space
+            e.0 = e.0.min(m.start);
+            e.1 = e.1.max(m.end);
         }
+        let mut ranges: Vec<_> = ranges.into_iter().collect();
+        ranges.sort_by_key(|(_, r)| r.0);
+        for (module, (start, end, first, pgoff)) in ranges {
+            let placed = self
+                .sections(module)
+                .and_then(|s| s.bias(first, pgoff, true).map(|bias| (s, bias)));
+            match placed {
+                Some((sections, bias)) => {
+                    let name = &self.processes.modules[module].path;
+                    space.add_module(name, start..end, bias, &sections);
+                }
+                // Code without tables still is code: a stack ending there is cut short for
+                // want of tables, not dropped as garbage.
+                None => {
+                    for m in mappings.iter().filter(|m| m.module == module) {
+                        space.add_mapping(m.start..m.end);
+                    }
+                }
+            }
+        }
+        space
     }
 
     /// The user call chain of a stack-copy sample in address space `key`, innermost first
@@ -147,11 +218,8 @@ impl<'a> StackUnwinder<'a> {
             return Vec::new();
         };
         let mut out = Vec::new();
-        match self.space(key).unwind(regs, &s.stack, &mut out) {
-            Outcome::Complete => self.stats.complete += 1,
-            Outcome::Truncated => self.stats.truncated += 1,
-            Outcome::Unsupported => self.stats.unsupported += 1,
-        }
+        let outcome = self.space(key).unwind(regs, &s.stack, &mut out);
+        self.stats.count(outcome);
         out
     }
 }

@@ -4,9 +4,11 @@
 use std::io::{self, Write};
 
 use crossprof_symbols::MatchKind;
+use crossprof_unwind::CutShort;
 
 use crate::analysis::load::Loaded;
 use crate::frames::Frame;
+use crate::unwinding::UnwindStats;
 
 pub(crate) fn pct(n: u64, total: u64) -> f64 {
     if total == 0 {
@@ -90,6 +92,43 @@ pub fn header(out: &mut dyn Write, l: &Loaded, events: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// How the stack copies unwound: complete, cut short and why (nothing for frame-pointer
+/// recordings, whose chains the kernel walked).
+fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
+    let total = u.total();
+    if total == 0 {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  stacks    {} of {total} unwound to the entry ({:.1}%), {} cut short",
+        u.complete,
+        pct(u.complete, total),
+        u.truncated
+    )?;
+    for why in CutShort::ALL {
+        let n = u.truncated_by.get(why);
+        if n > 0 {
+            writeln!(out, "            {n:>7} {}", why.explain())?;
+        }
+    }
+    if u.unsupported > 0 {
+        writeln!(
+            out,
+            "            {:>7} leaf only (no unwinder for this architecture)",
+            u.unsupported
+        )?;
+    }
+    if u.no_registers > 0 {
+        writeln!(
+            out,
+            "            {:>7} without registers (nothing to unwind)",
+            u.no_registers
+        )?;
+    }
+    Ok(())
+}
+
 /// Writes the CPU report.
 pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()> {
     let cpu = &l.cpu;
@@ -102,6 +141,7 @@ pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()>
         writeln!(out, "\nNo CPU samples in this recording.")?;
         return Ok(());
     }
+    unwinding(out, &cpu.unwind)?;
     let unsym = pct(
         cpu.unsymbolized_frames,
         cpu.stacks

@@ -41,6 +41,23 @@ pub struct CfiTable {
     address_size: u8,
     /// (start, end, FDE offset), sorted by start.
     index: Vec<(u64, u64, usize)>,
+    /// Whether the return address lives in a register (AArch64 x30, ARM lr, RISC-V ra), so
+    /// that a row without a rule for it means "still there". On x86 it lives on the stack,
+    /// every CIE gives it a rule, and no rule means undefined: the outermost frame (gimli
+    /// stores an undefined rule as no rule).
+    ra_in_register: bool,
+}
+
+/// What a CFI section's encoding depends on: the file's byte order and word size, and where
+/// its architecture keeps return addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    /// Big-endian file.
+    pub big_endian: bool,
+    /// 4 or 8.
+    pub address_size: u8,
+    /// The return address lives in a register (not x86).
+    pub ra_in_register: bool,
 }
 
 /// The caller's registers, as far as the row says.
@@ -77,16 +94,21 @@ where
 
 impl CfiTable {
     /// Indexes a `.debug_frame` section. Malformed entries are skipped.
-    pub fn debug_frame(data: Arc<[u8]>, big_endian: bool, address_size: u8) -> CfiTable {
-        Self::new(data, Kind::Debug, big_endian, address_size)
+    pub fn debug_frame(data: Arc<[u8]>, arch: &Layout) -> CfiTable {
+        Self::new(data, Kind::Debug, arch)
     }
 
     /// Indexes an `.eh_frame` section that the file states at `svma`.
-    pub fn eh_frame(data: Arc<[u8]>, svma: u64, big_endian: bool, address_size: u8) -> CfiTable {
-        Self::new(data, Kind::Eh { svma }, big_endian, address_size)
+    pub fn eh_frame(data: Arc<[u8]>, svma: u64, arch: &Layout) -> CfiTable {
+        Self::new(data, Kind::Eh { svma }, arch)
     }
 
-    fn new(data: Arc<[u8]>, kind: Kind, big_endian: bool, address_size: u8) -> CfiTable {
+    fn new(data: Arc<[u8]>, kind: Kind, layout: &Layout) -> CfiTable {
+        let Layout {
+            big_endian,
+            address_size,
+            ra_in_register,
+        } = *layout;
         let endian = if big_endian {
             RunTimeEndian::Big
         } else {
@@ -98,6 +120,7 @@ impl CfiTable {
             endian,
             address_size,
             index: Vec::new(),
+            ra_in_register,
         };
         let index = {
             let bases = t.bases();
@@ -243,7 +266,11 @@ impl CfiTable {
             CfaRule::Expression(e) => self.evaluate(expr(e)?, None, get, read)? & mask,
         };
         let mut restored = Vec::new();
-        let mut ra = get(ra_reg.0);
+        let mut ra = if self.ra_in_register {
+            get(ra_reg.0)
+        } else {
+            None
+        };
         for (reg, rule) in row.registers() {
             let value = match rule {
                 RegisterRule::Undefined => {

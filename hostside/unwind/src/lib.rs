@@ -22,11 +22,16 @@
 
 mod arm;
 mod cfi;
+mod cfi_walk;
+mod outcome;
 mod regs;
 mod sections;
 mod signal;
 mod space;
+mod stack;
+mod walk;
 
+pub use outcome::{CutShort, Outcome};
 pub use regs::Registers;
 pub use sections::{Error, UnwindSections};
-pub use space::{AddressSpace, Outcome, MAX_FRAMES};
+pub use space::{AddressSpace, MAX_FRAMES};

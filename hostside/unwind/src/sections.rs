@@ -21,6 +21,7 @@ struct Segment {
     offset: u64,
     vaddr: u64,
     filesz: u64,
+    exec: bool,
 }
 
 /// Unwind tables and code of one module, in its own (stated) addresses.
@@ -37,10 +38,13 @@ pub struct UnwindSections {
     pub(crate) text_segment: Option<Arc<[u8]>>,
     /// `.ARM.exidx` and `.ARM.extab` as one lookup table (32-bit ARM only).
     pub(crate) arm_exidx: Option<Arc<crate::arm::ExidxTable>>,
-    /// `.debug_frame`, indexed, for the unwinders not built on framehop.
+    /// `.debug_frame`, indexed.
     pub(crate) cfi: Option<Arc<crate::cfi::CfiTable>>,
-    /// `.eh_frame`, indexed, for the unwinders not built on framehop (i686, RISC-V).
+    /// `.eh_frame`, indexed: the CFI of i686 and RISC-V, and the coverage check of the
+    /// framehop unwinders.
     pub(crate) cfi_eh: Option<Arc<crate::cfi::CfiTable>>,
+    /// The linker's PLT sections (stated addresses).
+    pub(crate) plt: Vec<Range<u64>>,
     /// The ELF entry point (`_start`): a frame there is the outermost one, whether or not
     /// the start code has unwind info.
     pub(crate) entry: Option<u64>,
@@ -142,41 +146,54 @@ impl UnwindSections {
                 }
             }
         }
-        // The unwinders not built on framehop read CFI through these indexes. (A 32-bit ARM
-        // C library built without -funwind-tables has .debug_frame but no .ARM.exidx.)
-        if matches!(
-            file.architecture(),
-            object::Architecture::Arm | object::Architecture::I386 | object::Architecture::Riscv64
-        ) {
-            let size = if file.is_64() { 8 } else { 4 };
-            let big = !file.is_little_endian();
-            if let Some(d) = &s.debug_frame {
-                s.cfi = Some(Arc::new(crate::cfi::CfiTable::debug_frame(
-                    d.clone(),
-                    big,
-                    size,
-                )));
-            }
-            if let (Some(r), Some(d)) = (&s.eh_frame_svma, &s.eh_frame) {
-                s.cfi_eh = Some(Arc::new(crate::cfi::CfiTable::eh_frame(
-                    d.clone(),
-                    r.start,
-                    big,
-                    size,
-                )));
+        // Indexed CFI: the unwinders not built on framehop step through it, and the framehop
+        // ones check with it that an address is covered before trusting a rule (framehop
+        // silently falls back to frame pointers where it is not), and step through
+        // `.debug_frame` themselves where only it covers an address. (A 32-bit ARM C library
+        // built without -funwind-tables has .debug_frame but no .ARM.exidx.)
+        let layout = crate::cfi::Layout {
+            big_endian: !file.is_little_endian(),
+            address_size: if file.is_64() { 8 } else { 4 },
+            ra_in_register: !matches!(
+                file.architecture(),
+                object::Architecture::I386 | object::Architecture::X86_64
+            ),
+        };
+        if let Some(d) = &s.debug_frame {
+            s.cfi = Some(Arc::new(crate::cfi::CfiTable::debug_frame(
+                d.clone(),
+                &layout,
+            )));
+        }
+        if let (Some(r), Some(d)) = (&s.eh_frame_svma, &s.eh_frame) {
+            s.cfi_eh = Some(Arc::new(crate::cfi::CfiTable::eh_frame(
+                d.clone(),
+                r.start,
+                &layout,
+            )));
+        }
+        // Linker-made call stubs: GNU ld describes them with a CFA expression framehop does
+        // not evaluate, lld not at all; a sample inside one is unwound by hand.
+        for name in [".plt", ".plt.sec", ".plt.got", ".iplt"] {
+            if let Some(sec) = file.section_by_name(name) {
+                let start = sec.address();
+                if sec.size() > 0 {
+                    s.plt.push(start..start.saturating_add(sec.size()));
+                }
             }
         }
         for seg in file.segments() {
             let (offset, filesz) = seg.file_range();
-            s.segments.push(Segment {
-                offset,
-                vaddr: seg.address(),
-                filesz,
-            });
             let exec = matches!(
                 seg.flags(),
                 object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0
             );
+            s.segments.push(Segment {
+                offset,
+                vaddr: seg.address(),
+                filesz,
+                exec,
+            });
             if exec && s.text_segment.is_none() {
                 if let Ok(data) = seg.data() {
                     if !data.is_empty() {
@@ -197,13 +214,24 @@ impl UnwindSections {
 
     /// The load bias (address on the board minus address in the file) of a mapping that
     /// starts at `start` and maps the file from offset `pgoff`, or `None` when no segment
-    /// covers that offset.
-    pub fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
+    /// covers that offset. `executable` says whether the mapping is executable.
+    ///
+    /// lld and mold put the end of the read-only segment and the start of the executable one
+    /// in the same file page, at virtual addresses a page apart; the loader maps that page
+    /// twice. So one file offset can belong to two segments with different biases, and the
+    /// segment whose permissions match the mapping's is the one it was mapped for.
+    pub fn bias(&self, start: u64, pgoff: u64, executable: bool) -> Option<u64> {
         // The mapping's offset is page-aligned; the segment's may not be.
-        let seg = self.segments.iter().filter(|g| g.filesz > 0).find(|g| {
+        let covers = |g: &&Segment| {
             let page_start = g.offset & !0xfff;
-            pgoff >= page_start && pgoff < g.offset.saturating_add(g.filesz)
-        })?;
+            g.filesz > 0 && pgoff >= page_start && pgoff < g.offset.saturating_add(g.filesz)
+        };
+        let seg = self
+            .segments
+            .iter()
+            .filter(covers)
+            .find(|g| g.exec == executable)
+            .or_else(|| self.segments.iter().find(covers))?;
         Some(
             start
                 .wrapping_sub(pgoff)
@@ -231,13 +259,53 @@ mod tests {
             .unwrap();
         let start = u64::from_str_radix(line.split('-').next().unwrap(), 16).unwrap();
         let pgoff = u64::from_str_radix(line.split_whitespace().nth(2).unwrap(), 16).unwrap();
-        let bias = s.bias(start, pgoff).unwrap();
+        let bias = s.bias(start, pgoff, true).unwrap();
         let f = own_test_binary_has_unwind_tables_and_a_bias as fn() as usize as u64;
         let text = s.text_svma.clone().unwrap();
         assert!(
             text.contains(&(f - bias)),
             "{f:#x} - {bias:#x} not in {text:x?}"
         );
+    }
+
+    /// lld and mold: the read-only segment ends and the executable one starts in the same
+    /// file page, a page apart in memory (zstd from the real-world corpus, linked by lld).
+    #[test]
+    fn the_executable_mapping_of_a_shared_page_takes_the_executable_segment() {
+        let s = UnwindSections {
+            segments: vec![
+                Segment {
+                    offset: 0,
+                    vaddr: 0,
+                    filesz: 0x1c134,
+                    exec: false,
+                },
+                Segment {
+                    offset: 0x1c140,
+                    vaddr: 0x1d140,
+                    filesz: 0xa9380,
+                    exec: true,
+                },
+            ],
+            ..Default::default()
+        };
+        let base = 0x5555_5555_4000u64;
+        // The loader maps file page 0x1c000 twice: read-only at base, executable at
+        // base + 0x1d000.
+        assert_eq!(s.bias(base + 0x1d000, 0x1c000, true), Some(base));
+        assert_eq!(s.bias(base, 0, false), Some(base));
+        // GNU ld's layout (segments in pages of their own) is unaffected.
+        let bfd = UnwindSections {
+            segments: vec![Segment {
+                offset: 0x1000,
+                vaddr: 0x1000,
+                filesz: 0x5000,
+                exec: true,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(bfd.bias(base + 0x1000, 0x1000, true), Some(base));
+        assert_eq!(bfd.bias(base, 0x9000, true), None);
     }
 
     #[test]

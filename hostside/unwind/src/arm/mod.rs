@@ -9,6 +9,7 @@
 
 mod exidx;
 mod program;
+mod walk;
 
 pub use exidx::{Entry, ExidxTable};
 pub use program::{execute, Frame, Step};

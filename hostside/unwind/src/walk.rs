@@ -1,0 +1,313 @@
+//! The x86_64 and AArch64 stack walk: framehop for speed, every frame checked (see the
+//! [`crate::space`] module for why), gimli's CFI evaluation where framehop's answer cannot
+//! be trusted.
+
+use framehop::aarch64::{PtrAuthMask, UnwindRegsAarch64};
+use framehop::x86_64::UnwindRegsX86_64;
+use framehop::{FrameAddress, Unwinder};
+
+use crate::cfi::CallerRegs;
+use crate::outcome::{CutShort, Outcome};
+use crate::regs::Registers;
+use crate::signal;
+use crate::space::{AddressSpace, Inner, MAX_FRAMES, START_CODE_BYTES};
+use crate::stack::StackCopy;
+
+/// How one frame will be unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// framehop, with the result checked.
+    Framehop,
+    /// gimli over `.debug_frame`: only it covers the address, and framehop reads one
+    /// section per module (`.eh_frame` when there is one).
+    Dwarf,
+    /// A sampled PLT stub: it has pushed nothing, so the caller is found like a plain return
+    /// (the return address at the stack pointer on x86_64, the link register on AArch64).
+    PltReturn,
+    /// The entry point's start code without unwind info: the outermost frame.
+    Outermost,
+    /// Nothing can unwind this frame.
+    Stop(CutShort),
+}
+
+/// The registers being unwound, in each unwinder's own type.
+#[derive(Clone, Copy)]
+enum State {
+    X86_64(UnwindRegsX86_64),
+    Aarch64(UnwindRegsAarch64),
+}
+
+/// DWARF register numbers of x86_64 (rbp, rsp, return address) and AArch64 (x29, x30, sp).
+const X86_64_BP: u16 = 6;
+const X86_64_SP: u16 = 7;
+const X86_64_RA: u16 = 16;
+const AARCH64_FP: u16 = 29;
+const AARCH64_LR: u16 = 30;
+const AARCH64_SP: u16 = 31;
+
+impl State {
+    fn sp(&self) -> u64 {
+        match self {
+            State::X86_64(r) => r.sp(),
+            State::Aarch64(r) => r.sp(),
+        }
+    }
+
+    /// Register `n` (DWARF numbering) of the frame whose instruction address is `pc`.
+    fn dwarf(&self, n: u16, pc: u64) -> Option<u64> {
+        match (self, n) {
+            (State::X86_64(r), X86_64_BP) => Some(r.bp()),
+            (State::X86_64(r), X86_64_SP) => Some(r.sp()),
+            (State::X86_64(_), X86_64_RA) => Some(pc),
+            (State::Aarch64(r), AARCH64_FP) => Some(r.fp()),
+            (State::Aarch64(r), AARCH64_LR) => Some(r.lr()),
+            (State::Aarch64(r), AARCH64_SP) => Some(r.sp()),
+            _ => None,
+        }
+    }
+
+    /// Moves to the caller a gimli step described.
+    fn apply(&mut self, caller: &CallerRegs) {
+        match self {
+            State::X86_64(r) => {
+                r.set_sp(caller.cfa);
+                if let Some(&(_, bp)) = caller.restored.iter().find(|(n, _)| *n == X86_64_BP) {
+                    r.set_bp(bp);
+                }
+            }
+            State::Aarch64(r) => {
+                r.set_sp(caller.cfa);
+                for &(n, v) in &caller.restored {
+                    match n {
+                        AARCH64_FP => r.set_fp(v),
+                        AARCH64_LR => r.set_lr(v),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// The caller of a sampled PLT stub.
+    fn plt_return(&mut self, copy: &StackCopy<'_>) -> Result<Option<u64>, CutShort> {
+        match self {
+            State::X86_64(r) => {
+                let sp = r.sp();
+                let ra = copy.u64(sp).ok_or(CutShort::StackCopyEnded)?;
+                r.set_sp(sp.wrapping_add(8));
+                Ok(Some(ra))
+            }
+            State::Aarch64(r) => Ok(Some(r.lr())),
+        }
+    }
+
+    fn restore(&mut self, pc: u64, sp: u64, fp: u64, lr: u64) {
+        match self {
+            State::X86_64(r) => {
+                r.set_ip(pc);
+                r.set_sp(sp);
+                r.set_bp(fp);
+            }
+            State::Aarch64(r) => {
+                r.set_sp(sp);
+                r.set_fp(fp);
+                r.set_lr(lr);
+            }
+        }
+    }
+}
+
+/// The reason for a failed step: the copy's end if a read ran past it.
+fn failure(copy: &StackCopy<'_>) -> CutShort {
+    if copy.ran_off() {
+        CutShort::StackCopyEnded
+    } else {
+        CutShort::BadFrame
+    }
+}
+
+impl AddressSpace {
+    fn plan(&self, lookup: u64, first: bool) -> Plan {
+        let Some((bias, s)) = self.module_at(lookup) else {
+            return Plan::Stop(self.unknown_code(lookup));
+        };
+        let svma = lookup.wrapping_sub(bias);
+        if first && s.plt.iter().any(|r| r.contains(&svma)) {
+            return Plan::PltReturn;
+        }
+        if s.cfi_eh.as_ref().is_some_and(|t| t.covers(svma)) {
+            return Plan::Framehop;
+        }
+        if s.cfi.as_ref().is_some_and(|t| t.covers(svma)) {
+            return if s.eh_frame.is_none() {
+                Plan::Framehop
+            } else {
+                Plan::Dwarf
+            };
+        }
+        if s.entry
+            .is_some_and(|e| svma >= e && svma < e.saturating_add(START_CODE_BYTES))
+        {
+            return Plan::Outermost;
+        }
+        Plan::Stop(if s.has_unwind_info() {
+            CutShort::NoUnwindInfo
+        } else {
+            CutShort::NoUnwindTables
+        })
+    }
+
+    /// One step with gimli's evaluation of the module's CFI (`.eh_frame`, then
+    /// `.debug_frame`).
+    fn step_dwarf(
+        &self,
+        lookup: u64,
+        pc: u64,
+        state: &mut State,
+        copy: &StackCopy<'_>,
+    ) -> Result<Option<u64>, CutShort> {
+        let (bias, s) = self.module_at(lookup).ok_or(CutShort::NoUnwindTables)?;
+        let svma = lookup.wrapping_sub(bias);
+        let table = [&s.cfi_eh, &s.cfi]
+            .into_iter()
+            .flatten()
+            .find(|t| t.covers(svma))
+            .ok_or(CutShort::NoUnwindInfo)?;
+        copy.reset();
+        let now = *state;
+        let caller = table
+            .step(svma, &|n| now.dwarf(n, pc), &mut |a| copy.u64(a))
+            .ok_or_else(|| failure(copy))?;
+        if caller.cfa <= now.sp() {
+            return Err(CutShort::BadFrame);
+        }
+        state.apply(&caller);
+        Ok(caller.ra.filter(|&a| a != 0))
+    }
+
+    fn step_framehop(
+        &mut self,
+        address: FrameAddress,
+        state: &mut State,
+        copy: &StackCopy<'_>,
+    ) -> Result<Option<u64>, CutShort> {
+        copy.reset();
+        let mut read = |a: u64| copy.u64(a).ok_or(());
+        let r = match (&mut self.inner, state) {
+            (Inner::X86_64(u, cache), State::X86_64(r)) => {
+                u.unwind_frame(address, r, cache, &mut read)
+            }
+            (Inner::Aarch64(u, cache), State::Aarch64(r)) => {
+                u.unwind_frame(address, r, cache, &mut read)
+            }
+            _ => return Err(CutShort::BadFrame),
+        };
+        r.map_err(|_| failure(copy))
+    }
+
+    /// Restores the registers a signal handler's trampoline frame saved; `None` when the
+    /// address is no trampoline.
+    fn signal_frame(
+        &self,
+        ra: u64,
+        state: &mut State,
+        copy: &StackCopy<'_>,
+    ) -> Option<Result<u64, CutShort>> {
+        let saved = signal::saved_regs(self.arch)?;
+        if !self.is_trampoline(ra) {
+            return None;
+        }
+        let sp = state.sp();
+        let word = |off: u64| {
+            sp.checked_add(off)
+                .and_then(|a| copy.u64(a))
+                .ok_or(CutShort::StackCopyEnded)
+        };
+        Some((|| {
+            let pc = word(saved.pc)?;
+            let new_sp = word(saved.sp)?;
+            let fp = word(saved.fp)?;
+            let lr = match saved.lr {
+                Some(off) => word(off)?,
+                None => 0,
+            };
+            state.restore(pc, new_sp, fp, lr);
+            Ok(pc)
+        })())
+    }
+
+    /// The framehop walk over one sample (x86_64, AArch64).
+    pub(crate) fn unwind_framehop(
+        &mut self,
+        regs: Registers,
+        stack: &[u8],
+        out: &mut Vec<u64>,
+    ) -> Outcome {
+        let copy = StackCopy::new(regs.sp, stack, self.big_endian);
+        let mut state = match self.inner {
+            Inner::X86_64(..) => State::X86_64(UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp)),
+            Inner::Aarch64(..) => State::Aarch64(UnwindRegsAarch64::new_with_ptr_auth_mask(
+                PtrAuthMask::from_max_known_address(self.max_avma),
+                regs.lr,
+                regs.sp,
+                regs.fp,
+            )),
+            Inner::Arm | Inner::Cfi => return Outcome::Unsupported,
+        };
+        let start = out.len();
+        out.push(regs.pc);
+        let mut address = FrameAddress::from_instruction_pointer(regs.pc);
+        loop {
+            if out.len() - start >= MAX_FRAMES {
+                return Outcome::CutShort(CutShort::TooDeep);
+            }
+            if let FrameAddress::ReturnAddress(ra) = address {
+                match self.signal_frame(ra.get(), &mut state, &copy) {
+                    Some(Ok(pc)) => {
+                        out.push(pc);
+                        // The interrupted code is unwound like a sampled leaf, not a caller.
+                        address = FrameAddress::from_instruction_pointer(pc);
+                        continue;
+                    }
+                    Some(Err(why)) => return Outcome::CutShort(why),
+                    None => {}
+                }
+            }
+            let pc = address.address();
+            let lookup = address.address_for_lookup();
+            let first = !address.is_return_address();
+            let result = match self.plan(lookup, first) {
+                Plan::Stop(why) => return Outcome::CutShort(why),
+                Plan::Outermost => return Outcome::Complete,
+                Plan::PltReturn => state.plt_return(&copy),
+                Plan::Dwarf => self.step_dwarf(lookup, pc, &mut state, &copy),
+                Plan::Framehop => {
+                    let before = state;
+                    match self.step_framehop(address, &mut state, &copy) {
+                        Ok(Some(ra)) if self.is_mapped(ra.wrapping_sub(1)) => Ok(Some(ra)),
+                        // An error, an end of stack or a wild address: framehop may have
+                        // fallen back to frame pointers. gimli decides.
+                        _ => {
+                            state = before;
+                            self.step_dwarf(lookup, pc, &mut state, &copy)
+                        }
+                    }
+                }
+            };
+            match result {
+                Ok(None) => return Outcome::Complete,
+                Err(why) => return Outcome::CutShort(why),
+                Ok(Some(ra)) => {
+                    if !self.is_mapped(ra.wrapping_sub(1)) {
+                        return Outcome::CutShort(CutShort::OutsideMappings);
+                    }
+                    out.push(ra);
+                    match FrameAddress::from_return_address(ra) {
+                        Some(a) => address = a,
+                        None => return Outcome::Complete,
+                    }
+                }
+            }
+        }
+    }
+}
