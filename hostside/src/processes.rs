@@ -159,6 +159,26 @@ impl Processes {
         }
     }
 
+    /// The address space a sample of `pid` at `time` with user instruction pointer `pc` was
+    /// taken in: the exec generation at that time, except for a sample taken inside `execve`
+    /// after the new image replaced the old one (the kernel has announced the exec) but
+    /// while the user registers still are the old image's. Its user frames belong to the
+    /// previous generation, where its instruction pointer is mapped.
+    pub fn sample_space(&self, pid: u32, time: u64, pc: Option<u64>) -> SpaceKey {
+        let space = (pid, self.generation(pid, time));
+        match pc {
+            Some(pc) if space.1 > 0 && self.place(space, pc).is_none() => {
+                let before = (pid, space.1 - 1);
+                if self.place(before, pc).is_some() {
+                    before
+                } else {
+                    space
+                }
+            }
+            _ => space,
+        }
+    }
+
     /// Finds the mapping that holds `addr` in the address space `space`, following a
     /// not-yet-exec'd child to its parent's mappings.
     pub fn place(&self, space: SpaceKey, addr: u64) -> Option<Placed> {
@@ -290,6 +310,42 @@ mod tests {
         assert_eq!(p.name(103, 60), "worker");
         assert_eq!(p.name(100, 60), "app");
         assert_eq!(p.name(999, 60), "?");
+    }
+
+    fn mmap(time: u64, pid: u32, start: u64, path: &str) -> Record {
+        Record::Mmap(crossprof_format::Mmap {
+            time,
+            pid,
+            tid: pid,
+            start,
+            len: 0x1000,
+            pgoff: 0,
+            path: path.into(),
+            build_id: Vec::new(),
+            prot: 5,
+            inode: 0,
+            file_size: 0,
+            mtime: 0,
+            fingerprint: 0,
+        })
+    }
+
+    /// A sample inside execve after the exec was announced still has the old image's user
+    /// registers (seen on the real-world suite: a static launcher exec'ing ninja).
+    #[test]
+    fn a_sample_inside_execve_belongs_to_the_image_its_pc_is_in() {
+        let p = build(vec![
+            comm(10, 7, 7, "launcher"),
+            mmap(11, 7, 0x40_1000, "/launcher"),
+            comm(20, 7, 7, "app"),
+            mmap(21, 7, 0x5555_0000, "/app"),
+        ]);
+        assert_eq!(p.sample_space(7, 25, Some(0x40_1010)), (7, 1));
+        assert_eq!(p.sample_space(7, 25, Some(0x5555_0010)), (7, 2));
+        // Unmapped in both: the generation of its time.
+        assert_eq!(p.sample_space(7, 25, Some(0x10)), (7, 2));
+        assert_eq!(p.sample_space(7, 25, None), (7, 2));
+        assert_eq!(p.sample_space(7, 15, Some(0x40_1010)), (7, 1));
     }
 
     #[test]

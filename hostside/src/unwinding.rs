@@ -207,6 +207,13 @@ impl<'a> StackUnwinder<'a> {
         space
     }
 
+    /// The user instruction pointer of a stack-copy sample, if its registers hold one.
+    pub fn pc(&self, s: &Sample) -> Option<u64> {
+        self.arch
+            .and_then(|a| Registers::from_sample(a, s.regs_mask, &s.regs))
+            .map(|r| r.pc)
+    }
+
     /// The user call chain of a stack-copy sample in address space `key`, innermost first
     /// (instruction pointer, then return addresses).
     pub fn user_chain(&mut self, key: SpaceKey, s: &Sample) -> Vec<u64> {

@@ -106,7 +106,12 @@ pub fn analyze(
                 Some((a, b)) => (a.min(s.time), b.max(s.time)),
             });
             last_time.insert(s.tid, s.time);
-            let space = (s.pid, processes.generation(s.pid, s.time));
+            let pc = if s.regs_mask != 0 || !s.stack.is_empty() {
+                unwinder.pc(&s)
+            } else {
+                s.user_chain.first().copied()
+            };
+            let space = processes.sample_space(s.pid, s.time, pc);
             // A stack copy is unwound here, once per sample; from then on it is a chain like
             // any frame-pointer one.
             let user = if s.regs_mask != 0 || !s.stack.is_empty() {

@@ -152,6 +152,12 @@ impl CfiTable {
         s
     }
 
+    /// The address ranges the FDEs cover, sorted by start.
+    #[cfg(test)]
+    pub(crate) fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.index.iter().map(|&(start, end, _)| (start, end))
+    }
+
     /// Whether an FDE covers stated address `svma`.
     pub fn covers(&self, svma: u64) -> bool {
         self.find(svma).is_some()

@@ -311,3 +311,90 @@ impl AddressSpace {
         }
     }
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use std::sync::Arc;
+
+    use crossprof_format::Arch;
+
+    use crate::outcome::{CutShort, Outcome};
+    use crate::regs::Registers;
+    use crate::sections::UnwindSections;
+    use crate::space::AddressSpace;
+
+    const BIAS: u64 = 0x5555_0000_0000;
+
+    /// This test binary as the only module, and the stated address of a function's first
+    /// instruction (where the return address is at the stack pointer).
+    fn space() -> (AddressSpace, Arc<UnwindSections>, u64) {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
+        let text = s.text_svma.clone().unwrap();
+        let entry = s.entry.unwrap_or(0);
+        let (start, _) = s
+            .cfi_eh
+            .as_ref()
+            .unwrap()
+            .ranges()
+            .find(|&(a, _)| {
+                text.contains(&a) && a != entry && !s.plt.iter().any(|p| p.contains(&a))
+            })
+            .unwrap();
+        // The whole executable segment, as a mapping gives it (the PLT lies outside .text).
+        let code = s.text_segment_svma.clone().unwrap();
+        let mut space = AddressSpace::new(Arch::X86_64, false);
+        space.add_module("self", (code.start + BIAS)..(code.end + BIAS), BIAS, &s);
+        (space, s, start)
+    }
+
+    fn regs(pc: u64) -> Registers {
+        Registers {
+            pc,
+            sp: 0x7fff_0000_0000,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_return_address_outside_every_mapping_is_never_a_frame() {
+        let (mut space, _, f) = space();
+        let mut out = Vec::new();
+        let o = space.unwind(regs(f + BIAS), &0x1234_5678u64.to_le_bytes(), &mut out);
+        assert_eq!(o, Outcome::CutShort(CutShort::OutsideMappings));
+        assert_eq!(out, [f + BIAS]);
+    }
+
+    #[test]
+    fn code_without_tables_is_kept_and_cut_short_for_want_of_tables() {
+        let (mut space, _, f) = space();
+        space.add_mapping(0x7000_0000..0x7000_1000);
+        let mut out = Vec::new();
+        let o = space.unwind(regs(f + BIAS), &0x7000_0010u64.to_le_bytes(), &mut out);
+        assert_eq!(o, Outcome::CutShort(CutShort::NoUnwindTables));
+        assert_eq!(out, [f + BIAS, 0x7000_0010]);
+    }
+
+    #[test]
+    fn a_stack_copy_too_small_for_the_return_address_says_so() {
+        let (mut space, _, f) = space();
+        let mut out = Vec::new();
+        let o = space.unwind(regs(f + BIAS), &[0u8; 4], &mut out);
+        assert_eq!(o, Outcome::CutShort(CutShort::StackCopyEnded));
+        assert_eq!(out, [f + BIAS]);
+    }
+
+    /// A sample inside a PLT stub returns to the address at the stack pointer, whatever
+    /// (or whether) the linker described the stub in `.eh_frame`.
+    #[test]
+    fn a_sampled_plt_stub_returns_to_its_caller() {
+        let (mut space, s, f) = space();
+        let Some(plt) = s.plt.first().cloned() else {
+            return;
+        };
+        let caller = f + BIAS + 1;
+        let mut out = Vec::new();
+        space.unwind(regs(plt.start + BIAS), &caller.to_le_bytes(), &mut out);
+        assert_eq!(out.get(..2), Some(&[plt.start + BIAS, caller][..]));
+    }
+}
