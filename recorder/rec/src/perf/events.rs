@@ -12,12 +12,15 @@ use crate::cli::CallGraph;
 use crate::error::RecError;
 use crate::procfs;
 
-/// Data pages per CPU ring buffer when the kernel allows it (256 KiB with 4 KiB pages): about a
-/// second of 999 Hz samples with deep stacks, drained every 100 ms.
-const RING_PAGES: usize = 64;
-/// Stack-copy samples take their full requested size in the ring (8 KiB by default), so they
-/// get a larger ring: 1 MiB, about 120 samples of headroom per CPU.
-const RING_PAGES_STACK: usize = 256;
+/// Ring buffer bytes per CPU for frame-pointer samples when the kernel allows it (256 KiB):
+/// about a second of 999 Hz samples with deep stacks, drained every 100 ms.
+const RING_BYTES_FP: usize = 256 << 10;
+/// Stack-copy samples take their full requested size in the ring, so their ring grows with
+/// it: room for this many samples per CPU (1 MiB at 8 KiB copies, 2 MiB at 16 KiB), the
+/// headroom that loses no samples at 999 Hz on two busy cores while rec waits for a CPU.
+const RING_SAMPLES_STACK: usize = 120;
+/// A stack-copy record besides the copy: header, ids, time, registers, sizes, kernel frames.
+const STACK_RECORD_OVERHEAD: usize = 512;
 
 /// What to sample.
 #[derive(Debug, Clone, Copy)]
@@ -32,11 +35,15 @@ pub struct Request {
 }
 
 impl Request {
-    fn ring_pages(&self) -> usize {
-        match self.call_graph {
-            CallGraph::Fp => RING_PAGES,
-            CallGraph::Dwarf(_) => RING_PAGES_STACK,
-        }
+    /// Data pages of one ring (a power of two, as the kernel requires).
+    fn ring_pages(&self, page_size: usize) -> usize {
+        let bytes = match self.call_graph {
+            CallGraph::Fp => RING_BYTES_FP,
+            CallGraph::Dwarf(size) => {
+                RING_SAMPLES_STACK * (size as usize).saturating_add(STACK_RECORD_OVERHEAD)
+            }
+        };
+        bytes.div_ceil(page_size.max(1)).next_power_of_two().max(2)
     }
 
     /// How the sample records of these events are laid out, for the decoder.
@@ -85,7 +92,7 @@ impl Events {
 }
 
 fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> PerfEventAttr {
-    let pages = req.ring_pages();
+    let pages = req.ring_pages(page_size);
     let mut flags = flag::INHERIT
         | flag::MMAP
         | flag::MMAP2
@@ -242,7 +249,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
             };
             match leader {
                 None => {
-                    rings.push(map_ring(&fd, page_size, req.ring_pages())?);
+                    rings.push(map_ring(&fd, page_size, req.ring_pages(page_size))?);
                     leader = Some(fds.len());
                     fds.push(fd);
                 }
@@ -265,4 +272,29 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
         fds,
         settings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Request;
+    use crate::cli::CallGraph;
+
+    fn req(call_graph: CallGraph) -> Request {
+        Request {
+            freq: 999,
+            call_graph,
+            cpu: true,
+        }
+    }
+
+    #[test]
+    fn stack_copy_rings_hold_the_same_number_of_samples_at_every_size() {
+        assert_eq!(req(CallGraph::Fp).ring_pages(4096), 64);
+        assert_eq!(req(CallGraph::Dwarf(8192)).ring_pages(4096), 256);
+        assert_eq!(req(CallGraph::Dwarf(16384)).ring_pages(4096), 512);
+        assert_eq!(req(CallGraph::Dwarf(65528)).ring_pages(4096), 2048);
+        // 64 KiB pages (some AArch64 kernels): still a power of two, at least two pages.
+        assert_eq!(req(CallGraph::Dwarf(8192)).ring_pages(65536), 16);
+        assert_eq!(req(CallGraph::Fp).ring_pages(1 << 20), 2);
+    }
 }
