@@ -3,6 +3,7 @@
 # by hand, with the command that produced them.
 #   bench/run.sh [cpu] [ARGS...]    CPU-sampling overhead, rec vs perf record (default)
 #   bench/run.sh dwarf [ARGS...]    stack-copy size and analysis time, rec+hostside vs perf
+#   bench/run.sh stack-size [ARGS...]  which stack-copy size: coverage and cost on real programs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -12,5 +13,10 @@ what="${1:-cpu}"
 case "$what" in
     cpu) shift || true; python3 bench/cpu_overhead.py "$@" ;;
     dwarf) shift; python3 bench/dwarf_unwind.py "$@" ;;
+    stack-size)
+        shift
+        cargo build --locked --release -p crossprof-tests --example truncate_stacks
+        python3 bench/stack_size.py "$@"
+        ;;
     *) python3 bench/cpu_overhead.py "$@" ;;
 esac

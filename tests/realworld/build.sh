@@ -64,7 +64,9 @@ if [ "$RECIPE_KIND" != rust ]; then
     [ -e "$OBJ/.done" ] || rw_locked "$OBJ" compile_all
 fi
 
-KEY=$(rw_hash "$RW_DIR/lib.sh" "$RW_DIR/build.sh" "$RECIPE" "$VARIANT" "$(rw_tool_versions)" \
+# The output layout's version: bump it when build_all changes what it produces.
+LAYOUT=1
+KEY=$(rw_hash "$RW_DIR/lib.sh" "$LAYOUT" "$RECIPE" "$VARIANT" "$(rw_tool_versions)" \
     "${CFLAGS[*]:-}" "${LDFLAGS[*]:-}")
 OUT="$RW_CACHE/build/$PROGRAM-$VARIANT-$KEY"
 
@@ -138,6 +140,12 @@ build_all() {
 # rebuild the program).
 write_manifest() {
     [ -e "$OUT/binary" ] || build_all
+    # This machine's detached debug info (libc6-dbg) belongs in an x86_64 debug sysroot too,
+    # as in a board's: its C library is then symbolized by hostside and perf alike.
+    if [ "$V_ARCH" = x86_64 ] && [ -d /usr/lib/debug/.build-id ] && [ ! -e "$OUT/sysroot/usr/lib/debug" ]; then
+        mkdir -p "$OUT/sysroot/usr/lib"
+        ln -s /usr/lib/debug "$OUT/sysroot/usr/lib/debug"
+    fi
     local a
     {
         cat "$OUT/binary"

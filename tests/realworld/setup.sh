@@ -2,7 +2,8 @@
 # Installs what building and profiling the real-world corpus needs, idempotently (only what
 # is missing): dpkg-dev to unpack Debian source packages, tcl to generate SQLite's
 # amalgamation, the linkers lld and mold, perf (the reference the suite compares with), and
-# the cross compilers of the ARM builds.
+# the cross compilers of the ARM builds, and the C library's detached debug info (libc6-dbg)
+# so that its frames have names in both hostside's and perf's reports.
 #
 #   tests/realworld/setup.sh [ARCH [LINKER]]    # ARCH x86_64|aarch64|armv7, LINKER bfd|lld|mold|rust
 #   tests/realworld/setup.sh all                # everything the corpus can use
@@ -10,7 +11,7 @@ set -euo pipefail
 
 arch=${1:-x86_64}
 linker=${2:-bfd}
-pkgs=(dpkg-dev tcl gcc g++ binutils linux-perf)
+pkgs=(dpkg-dev tcl gcc g++ binutils linux-perf libc6-dbg)
 case "$arch" in
     aarch64) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
     armv7) pkgs+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross) ;;

@@ -9,6 +9,7 @@
 pub mod boards;
 pub mod heap_parity;
 pub mod heaptrack;
+pub mod perf;
 pub mod realworld;
 
 use std::path::{Path, PathBuf};
