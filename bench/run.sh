@@ -4,6 +4,8 @@
 #   bench/run.sh [cpu] [ARGS...]    CPU-sampling overhead, rec vs perf record (default)
 #   bench/run.sh dwarf [ARGS...]    stack-copy size and analysis time, rec+hostside vs perf
 #   bench/run.sh stack-size [ARGS...]  which stack-copy size: coverage and cost on real programs
+#   bench/run.sh heap [ARGS...]     rec --heap vs heaptrack on tests/programs/heap_bench.c
+#   bench/run.sh heapreal [ARGS...] rec --heap vs heaptrack on Debian's lua5.4 and sqlite3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -18,5 +20,7 @@ case "$what" in
         cargo build --locked --release -p crossprof-tests --example truncate_stacks
         python3 bench/stack_size.py "$@"
         ;;
+    heap) shift; python3 bench/heap_overhead.py "$@" ;;
+    heapreal) shift; python3 bench/heap_real.py "$@" ;;
     *) python3 bench/cpu_overhead.py "$@" ;;
 esac
