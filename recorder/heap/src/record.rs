@@ -52,7 +52,8 @@ struct State {
 }
 
 struct Global(UnsafeCell<State>);
-// SAFETY: the state is only touched with LOCK held (or in a fork child, single-threaded).
+// SAFETY: the state is only touched with LOCK held, or by a process's only thread (see
+// `Lock::lock_if_threaded`; in a fork child too).
 unsafe impl Sync for Global {}
 
 static STATE: Global = Global(UnsafeCell::new(State {
@@ -139,6 +140,7 @@ pub fn init() {
         ACTIVE.store(false, Ordering::Release);
         return;
     }
+    crate::lock::find_single_threaded_flag();
     thread::pass_through(|| {
         // SAFETY: the handlers are plain extern "C" functions that stay loaded.
         unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
@@ -278,11 +280,11 @@ fn locked_event(
         ensure_modules(tid);
     }
     maybe_rescan(tid);
-    LOCK.lock(tid);
-    // SAFETY: LOCK is held.
+    let locked = LOCK.lock_if_threaded(tid);
+    // SAFETY: LOCK is held, or this is the process's only thread.
     let st = unsafe { state() };
     if st.producer.is_none() && !connect(st) {
-        LOCK.unlock();
+        LOCK.unlock_if(locked);
         return;
     }
     let time = sys::now_ns();
@@ -291,7 +293,7 @@ fn locked_event(
     if !ok {
         stop(st);
     }
-    LOCK.unlock();
+    LOCK.unlock_if(locked);
 }
 
 /// Writes one event (with its stack for allocations). `false` when rec is gone.
@@ -308,7 +310,7 @@ fn write(
     bounds: (usize, usize),
 ) -> bool {
     if k == kind::FREE {
-        return push(st, kind::FREE, tid, &[time, addr]);
+        return push(st, kind::FREE, tid, [time, addr]);
     }
     let Some(m) = st.modules.as_mut() else {
         return alloc_event(st, tid, time, old, addr, size, &[]);
@@ -347,7 +349,7 @@ fn intern(
         if new {
             let sent = producer
                 .as_mut()
-                .is_some_and(|p| p.push(kind::NODE, tid, &[id, parent, ip]));
+                .is_some_and(|p| p.push(kind::NODE, tid, [id, parent, ip]));
             if !sent {
                 return Err(InternFailed);
             }
@@ -385,13 +387,13 @@ fn finish_alloc(
     size: u64,
     leaf: u64,
 ) -> bool {
-    if old != 0 && !push(st, kind::FREE, tid, &[time, old]) {
+    if old != 0 && !push(st, kind::FREE, tid, [time, old]) {
         return false;
     }
-    push(st, kind::ALLOC, tid, &[time, addr, size, leaf])
+    push(st, kind::ALLOC, tid, [time, addr, size, leaf])
 }
 
-fn push(st: &mut State, k: u8, tid: u32, payload: &[u64]) -> bool {
+fn push<const N: usize>(st: &mut State, k: u8, tid: u32, payload: [u64; N]) -> bool {
     match st.producer.as_mut() {
         Some(p) => p.push(k, tid, payload),
         None => false,
@@ -441,7 +443,7 @@ fn write_pending(st: &mut State) -> bool {
             // a handler that interrupts us now only writes slots past `used`.
             let p = PENDING_AREA.with(|a| unsafe { (*a.get())[done] });
             let ok = if p.kind == kind::FREE {
-                push(st, kind::FREE, p.tid, &[p.time, p.addr])
+                push(st, kind::FREE, p.tid, [p.time, p.addr])
             } else {
                 alloc_event(st, p.tid, p.time, p.old, p.addr, p.size, &p.ips[..p.n])
             };
@@ -530,7 +532,7 @@ fn rescan_now(tid: u32, now: u64) {
     let st = unsafe { state() };
     let old = install_modules(st, fresh);
     HAVE_MODULES.store(true, Ordering::Release);
-    let ok = st.producer.is_none() || push(st, kind::MAPS, tid, &[now]);
+    let ok = st.producer.is_none() || push(st, kind::MAPS, tid, [now]);
     if !ok {
         stop(st);
     }

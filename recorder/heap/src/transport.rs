@@ -19,6 +19,8 @@ pub struct Producer {
     /// Data-area size in bytes.
     size: u64,
     head: u64,
+    /// rec's tail as last read: space up to it is free for sure.
+    tail: u64,
     rec_pid: u32,
 }
 
@@ -94,13 +96,15 @@ impl Producer {
                 data: (base as *mut u8).add(HEADER_BYTES) as *mut u64,
                 size: DEFAULT_DATA_BYTES as u64,
                 head: 0,
+                tail: 0,
                 rec_pid,
             })
         }
     }
 
-    fn header(&self) -> &RingHeader {
-        // SAFETY: the header page stays mapped as long as the producer lives.
+    fn header(&self) -> &'static RingHeader {
+        // SAFETY: the header page is never unmapped once a producer exists (a producer has no
+        // Drop; a fork child drops its parent's without unmapping), and it only holds atomics.
         unsafe { &*self.hdr }
     }
 
@@ -111,65 +115,84 @@ impl Producer {
 
     /// Appends one event, waiting for space while `rec` drains. `false` when `rec` is gone:
     /// the caller stops recording (the application must never wait for a dead recorder).
-    pub fn push(&mut self, k: u8, tid: u32, payload: &[u64]) -> bool {
-        let bytes = 8 * (1 + payload.len() as u64);
-        let pos = self.head % self.size;
+    /// The payload's length is a constant, so the stores are unrolled; the data area's size
+    /// is a power of two, so positions are masks, not divisions.
+    #[inline]
+    pub fn push<const N: usize>(&mut self, k: u8, tid: u32, payload: [u64; N]) -> bool {
+        let bytes = 8 * (1 + N as u64);
+        let mask = self.size - 1;
+        let pos = self.head & mask;
         let contiguous = self.size - pos;
         let need = if bytes <= contiguous {
             bytes
         } else {
             contiguous + bytes
         };
-        if !self.wait_for(need) {
-            return false;
+        let h = self.header();
+        // The free space is checked against rec's last published tail first; only when
+        // that is not enough does the producer look again (and maybe wait).
+        if self.size - (self.head - self.tail) < need {
+            self.tail = h.tail.load(Ordering::Acquire);
+            if self.size - (self.head - self.tail) < need && !self.wait_for(need) {
+                return false;
+            }
         }
         if bytes > contiguous {
             // SAFETY: pos is a word inside the data area.
             unsafe { *self.data.add((pos / 8) as usize) = Word::new(kind::PAD, 0).0 };
             self.head += contiguous;
         }
-        let at = ((self.head % self.size) / 8) as usize;
-        // SAFETY: [at, at + 1 + len) fits before the end of the data area (checked above)
-        // and is free (wait_for).
+        let at = ((self.head & mask) / 8) as usize;
+        // SAFETY: [at, at + 1 + N) fits before the end of the data area (checked above)
+        // and is free (rec's tail is past it).
         unsafe {
-            *self.data.add(at) = Word::new(k, tid).0;
-            for (i, &w) in payload.iter().enumerate() {
-                *self.data.add(at + 1 + i) = w;
+            let w = self.data.add(at);
+            *w = Word::new(k, tid).0;
+            for (i, v) in payload.into_iter().enumerate() {
+                *w.add(1 + i) = v;
             }
         }
         self.head += bytes;
         let h = self.header();
         h.head.store(self.head, Ordering::Release);
-        if self.head - h.tail.load(Ordering::Relaxed) > self.size / 2 {
+        if self.head - self.tail > self.size / 2 {
             self.ring_bell();
         }
         true
     }
 
-    /// Asks rec to drain now rather than at its next tick (once until it has drained).
-    fn ring_bell(&self) {
-        if self.rec_pid != 0 && self.header().bell.swap(1, Ordering::AcqRel) == 0 {
+    /// Asks rec to drain now rather than at its next tick (once until it has drained: a
+    /// plain load first, as the bell stays rung for many events until rec answers).
+    fn ring_bell(&mut self) {
+        let h = self.header();
+        self.tail = h.tail.load(Ordering::Acquire);
+        if self.head - self.tail <= self.size / 2 || h.bell.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        if self.rec_pid != 0 && h.bell.swap(1, Ordering::AcqRel) == 0 {
             // SAFETY: kill is async-signal-safe; SIGURG is ignored by default, so a recycled
             // pid would not be hurt.
             unsafe { libc::kill(self.rec_pid as i32, libc::SIGURG) };
         }
     }
 
-    fn wait_for(&self, need: u64) -> bool {
-        let h = self.header();
+    fn wait_for(&mut self, need: u64) -> bool {
         let mut waited = 0u32;
         loop {
+            let h = self.header();
             if h.closed.load(Ordering::Acquire) != 0 {
                 return false;
             }
-            let tail = h.tail.load(Ordering::Acquire);
-            if self.size - (self.head - tail) >= need {
+            self.tail = h.tail.load(Ordering::Acquire);
+            if self.size - (self.head - self.tail) >= need {
                 return true;
             }
             let seq = h.seq.load(Ordering::Acquire);
             h.waiters.store(1, Ordering::Release);
             self.ring_bell();
-            if self.size - (self.head - h.tail.load(Ordering::Acquire)) >= need {
+            let h = self.header();
+            self.tail = h.tail.load(Ordering::Acquire);
+            if self.size - (self.head - self.tail) >= need {
                 return true;
             }
             sys::futex_wait(&h.seq, seq, 10_000_000, true);

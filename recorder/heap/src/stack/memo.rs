@@ -6,9 +6,9 @@
 //! a rule lookup and a trie probe per frame; allocation-heavy programs call malloc from a few
 //! hundred (site, stack depth, caller chain) combinations, so almost every event hits.
 //!
-//! The key is every register the unwind starts from; an entry lists the words the unwind
-//! read, in order, and a lookup checks them all: each must be readable (or not) as before,
-//! and the values that decided the unwind must be equal. Which values those are is found
+//! The key is every register the unwind starts from and the thread's stack bounds (with the
+//! same stack pointer, every word the unwind read is inside the stack, or outside, as it was);
+//! an entry lists the words whose values decided the unwind, and a lookup compares them. Which values those are is found
 //! out, not assumed (see [`crate::stack::stack_id`]): code built without frame pointers
 //! keeps arbitrary data in the frame-pointer register and saves it on the stack, where the
 //! unwinder restores it frame by frame although no rule ever uses it. Such values (and the
@@ -18,7 +18,7 @@
 //! finds the same frames; otherwise every value is compared and the frame pointer is part of
 //! the key.
 //!
-//! Memory: [`SETS`] × [`WAYS`] entries of about 870 bytes in one anonymous mapping, touched
+//! Memory: [`SETS`] × [`WAYS`] entries of about 850 bytes in one anonymous mapping, touched
 //! only as used. Used under the interposer's lock (one memo serves every thread); never
 //! allocates; reads only words inside the current thread's stack.
 
@@ -112,17 +112,25 @@ pub struct Key {
     pub ra: u64,
 }
 
+/// One remembered unwind. What a lookup compares comes first (two cache lines), then the
+/// words to check.
 #[repr(C)]
 struct Entry {
     key: Key,
-    /// Whether the frame pointer is not part of the key.
-    any_fp: bool,
     /// The memo's generation when stored; 0 = empty.
     generation: u64,
+    /// The thread's stack bounds: with the same bounds and sp, every read the unwind made is
+    /// inside (or outside) the stack as it was, so only values need checking.
+    bounds: (usize, usize),
+    leaf: u64,
     /// Lookup count at the last hit or store, for replacing the least recently used.
     used: u64,
-    leaf: u64,
-    reads: Reads,
+    /// Whether the frame pointer is not part of the key.
+    any_fp: bool,
+    /// How many of `checks` are used.
+    n: u8,
+    /// (address, value) of the reads whose value decided the unwind.
+    checks: [(u64, u64); READS],
 }
 
 /// Counters, for measurement (`CROSSPROF_HEAP_STATS`).
@@ -168,23 +176,18 @@ pub fn readable(addr: u64, sp: u64, bounds: (usize, usize)) -> bool {
 
 impl Entry {
     fn matches(&self, key: &Key, generation: u64, bounds: (usize, usize)) -> bool {
-        if self.generation != generation
-            || self.key.ra != key.ra
-            || self.key.regs[0] != key.regs[0]
-            || self.key.regs[1] != key.regs[1]
-            || self.key.regs[3] != key.regs[3]
-            || !(self.any_fp || self.key.regs[2] == key.regs[2])
-        {
-            return false;
-        }
-        let sp = key.regs[1];
-        let r = &self.reads;
-        r.words().iter().enumerate().all(|(i, &(addr, value))| {
-            let ok = readable(addr, sp, bounds);
-            ok != r.failed(i)
-                // SAFETY: addr is an aligned word inside this thread's live stack (ok).
-                && (!ok || r.matters & (1 << i) == 0 || unsafe { *(addr as *const u64) } == value)
-        })
+        self.generation == generation
+            && self.key.ra == key.ra
+            && self.key.regs[0] == key.regs[0]
+            && self.key.regs[1] == key.regs[1]
+            && self.key.regs[3] == key.regs[3]
+            && (self.any_fp || self.key.regs[2] == key.regs[2])
+            && self.bounds == bounds
+            && self.checks[..self.n as usize].iter().all(|&(addr, value)| {
+                // SAFETY: the unwind read addr successfully from a thread with the same stack
+                // bounds and sp: an aligned word inside this thread's live stack.
+                unsafe { *(addr as *const u64) == value }
+            })
     }
 }
 
@@ -251,10 +254,18 @@ impl Memo {
         found
     }
 
-    /// Remembers that an unwind from `key` that read `reads` gave the stack `leaf`; with
-    /// `loose`, the frame pointer and the values `reads.matters` leaves out were shown not
-    /// to matter. Unwinds that read too many words are not remembered.
-    pub fn store(&mut self, key: &Key, reads: &Reads, loose: bool, leaf: u64) {
+    /// Remembers that an unwind from `key` on a thread with stack `bounds` that read `reads`
+    /// gave the stack `leaf`; with `loose`, the frame pointer and the values `reads.matters`
+    /// leaves out were shown not to matter. Unwinds that read too many words are not
+    /// remembered.
+    pub fn store(
+        &mut self,
+        key: &Key,
+        bounds: (usize, usize),
+        reads: &Reads,
+        loose: bool,
+        leaf: u64,
+    ) {
         if reads.overflow {
             self.stats.unstorable += 1;
             return;
@@ -289,13 +300,18 @@ impl Memo {
         e.key = *key;
         e.any_fp = loose;
         e.generation = self.generation;
+        e.bounds = bounds;
         e.used = self.lookups;
         e.leaf = leaf;
-        e.reads.n = reads.n;
-        e.reads.overflow = false;
-        e.reads.failed = reads.failed;
-        e.reads.matters = if loose { reads.matters } else { u64::MAX };
-        e.reads.words[..reads.n].copy_from_slice(reads.words());
+        e.n = 0;
+        for (i, &w) in reads.words().iter().enumerate() {
+            // Failed reads fail again with the same bounds; loose entries skip the values
+            // that decided nothing.
+            if !reads.failed(i) && (!loose || reads.matters & (1 << i) != 0) {
+                e.checks[e.n as usize] = w;
+                e.n += 1;
+            }
+        }
     }
 }
 
@@ -333,7 +349,7 @@ mod tests {
         };
         let mut m = Memo::new();
         assert_eq!(m.lookup(&key, bounds), None);
-        m.store(&key, &r, false, 42);
+        m.store(&key, bounds, &r, false, 42);
         assert_eq!(m.lookup(&key, bounds), Some(42));
         let other_fp = Key {
             regs: [0x10, base, 0x8888, 0],
@@ -342,7 +358,7 @@ mod tests {
         assert_eq!(m.lookup(&other_fp, bounds), None, "fp is part of the key");
         // The same start, but read 0 did not matter: another entry of the same set.
         r.matters = 0b10;
-        m.store(&key, &r, true, 43);
+        m.store(&key, bounds, &r, true, 43);
         assert_eq!(m.lookup(&other_fp, bounds), Some(43), "fp played no part");
         let mut changed = stack;
         changed[1] = 0x9999;
@@ -355,25 +371,26 @@ mod tests {
             (moved.regs[1] + 8, Ok(0x2222)),
             (moved.regs[1] + 24, Ok(0x4444)),
         ]);
-        m.store(&moved, &r2, false, 7);
+        m.store(&moved, b2, &r2, false, 7);
         assert_eq!(m.lookup(&moved, b2), None, "a value that matters changed");
         let mut r3 = r2.clone();
         r3.matters = 0b10;
-        m.store(&moved, &r3, true, 8);
+        m.store(&moved, b2, &r3, true, 8);
         assert_eq!(
             m.lookup(&moved, b2),
             Some(8),
             "a value that did not matter changed"
         );
-        // A read that failed and would now succeed: miss.
+        // Other stack bounds (a read that failed might now succeed): miss.
         m.invalidate();
-        m.store(&key, &reads(&[(base + 16, Err(()))]), false, 9);
-        assert_eq!(m.lookup(&key, bounds), None);
+        m.store(&key, bounds, &reads(&[(base + 64, Err(()))]), false, 9);
+        assert_eq!(m.lookup(&key, bounds), Some(9));
+        assert_eq!(m.lookup(&key, (bounds.0, bounds.1 + 64)), None);
         // More entries for one key than ways: the least recently used goes.
         m.invalidate();
         for leaf in 0..WAYS as u64 + 1 {
             let r = reads(&[(base, Ok(leaf))]);
-            m.store(&key, &r, false, 100 + leaf);
+            m.store(&key, bounds, &r, false, 100 + leaf);
         }
         assert_eq!(
             m.lookup(&key, bounds),
@@ -381,7 +398,7 @@ mod tests {
             "stack[0] = 0x1111, no entry has it"
         );
         let r = reads(&[(base, Ok(0x1111))]);
-        m.store(&key, &r, false, 200);
+        m.store(&key, bounds, &r, false, 200);
         assert_eq!(m.lookup(&key, bounds), Some(200));
         assert_eq!(m.stats.loose, 2);
     }

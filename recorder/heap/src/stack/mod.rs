@@ -257,7 +257,7 @@ pub fn stack_id(
             let n2 = put_first(at.ra, &m.own, &mut s.again, n2);
             s.again[..n2] == s.ips[..n] && s.reads_again.same_addresses(&s.reads)
         });
-    memo.store(&key, &s.reads, loose, id);
+    memo.store(&key, bounds, &s.reads, loose, id);
     Ok((id, unknown))
 }
 
