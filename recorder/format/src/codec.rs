@@ -43,6 +43,7 @@ impl<'a> Enc<'a> {
     }
 
     /// Unsigned LEB128.
+    #[inline]
     pub fn u64(&mut self, mut v: u64) {
         loop {
             let byte = (v & 0x7f) as u8;
@@ -116,6 +117,7 @@ impl<'a> Dec<'a> {
     }
 
     /// Unsigned LEB128.
+    #[inline]
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         let start = self.pos;
         let mut v: u64 = 0;

@@ -36,6 +36,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::codec::{Dec, DecodeError, Enc};
+use crate::live_map::LiveMap;
 use crate::record::{Alloc, Free, Record};
 
 const OP_ALLOC: u64 = 0;
@@ -102,11 +103,31 @@ fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// One heap event as the writer receives it (see [`crate::FrameWriter::heap_events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapEvent {
+    /// Thread id.
+    pub tid: u32,
+    /// Time on the header's clock, nanoseconds.
+    pub time: u64,
+    /// The block's address.
+    pub addr: u64,
+    /// Requested size (allocations).
+    pub size: u64,
+    /// Trace-tree id of the allocating stack (allocations).
+    pub stack: u64,
+    /// An allocation (else a free).
+    pub alloc: bool,
+}
+
+/// How many events ahead the encoder prefetches the live map's slot.
+const PREFETCH: usize = 16;
+
 /// The writer's view of one process.
 #[derive(Default)]
 struct EncProc {
     infos: IntMap<(u64, u64), u32>,
-    live: IntMap<u64, u32>,
+    live: LiveMap,
     time: u64,
     tid: u32,
 }
@@ -129,55 +150,92 @@ impl HeapEncoder {
         self.pid.is_none_or(|p| p == pid) && self.events < MAX_EVENTS
     }
 
-    fn start(&mut self, pid: u32, tid: u32, time: u64) -> &mut EncProc {
+    /// How many more events the record being built takes.
+    pub fn room(&self) -> usize {
+        MAX_EVENTS - self.events
+    }
+
+    /// Adds events of process `pid` (the caller checked [`HeapEncoder::accepts`] and
+    /// [`HeapEncoder::room`]). The live map's slot of each event is prefetched a few events
+    /// ahead: with the heap's blocks spread everywhere, most lookups would otherwise wait
+    /// for memory.
+    pub fn events(&mut self, pid: u32, events: &[HeapEvent]) {
         self.pid = Some(pid);
-        self.events += 1;
+        self.events += events.len();
         let mut e = Enc::new(&mut self.body);
         let p = self.procs.entry(pid).or_insert_with(|| {
             e.u64(ESC_RESET << 2 | OP_ESCAPE);
             EncProc::default()
         });
-        if p.tid != tid {
-            e.u64(ESC_TID << 2 | OP_ESCAPE);
-            e.u64(tid.into());
-            p.tid = tid;
+        for ahead in events.iter().take(PREFETCH) {
+            p.live.prefetch(ahead.addr);
         }
-        if p.time != time {
-            e.u64(ESC_TIME << 2 | OP_ESCAPE);
-            e.u64(zigzag(time.wrapping_sub(p.time) as i64));
-            p.time = time;
+        for (i, ev) in events.iter().enumerate() {
+            if let Some(ahead) = events.get(i + PREFETCH) {
+                p.live.prefetch(ahead.addr);
+            }
+            if p.tid != ev.tid {
+                e.u64(ESC_TID << 2 | OP_ESCAPE);
+                e.u64(ev.tid.into());
+                p.tid = ev.tid;
+            }
+            if p.time != ev.time {
+                e.u64(ESC_TIME << 2 | OP_ESCAPE);
+                e.u64(zigzag(ev.time.wrapping_sub(p.time) as i64));
+                p.time = ev.time;
+            }
+            if ev.alloc {
+                let next = p.infos.len() as u32;
+                let info = *p.infos.entry((ev.size, ev.stack)).or_insert(next);
+                if info == next {
+                    e.u64(ESC_INFO << 2 | OP_ESCAPE);
+                    e.u64(ev.size);
+                    e.u64(ev.stack);
+                }
+                if let Some(old) = p.live.insert(ev.addr, info) {
+                    e.u64(ESC_REUSE << 2 | OP_ESCAPE);
+                    e.u64(old.into());
+                }
+                e.u64(u64::from(info) << 2 | OP_ALLOC);
+            } else {
+                match p.live.remove(ev.addr) {
+                    Some(info) => e.u64(u64::from(info) << 2 | OP_FREE),
+                    None => e.u64(ESC_FREE_UNKNOWN << 2 | OP_ESCAPE),
+                }
+            }
         }
-        p
     }
 
     /// Adds an allocation (the caller checked [`HeapEncoder::accepts`]).
+    #[cfg(test)]
     pub fn alloc(&mut self, pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64) {
-        let p = self.start(pid, tid, time);
-        let next = p.infos.len() as u32;
-        let info = *p.infos.entry((size, stack)).or_insert(next);
-        let old = p.live.insert(addr, info);
-        let mut e = Enc::new(&mut self.body);
-        if info == next {
-            e.u64(ESC_INFO << 2 | OP_ESCAPE);
-            e.u64(size);
-            e.u64(stack);
-        }
-        if let Some(old) = old {
-            e.u64(ESC_REUSE << 2 | OP_ESCAPE);
-            e.u64(old.into());
-        }
-        e.u64(u64::from(info) << 2 | OP_ALLOC);
+        self.events(
+            pid,
+            &[HeapEvent {
+                tid,
+                time,
+                addr,
+                size,
+                stack,
+                alloc: true,
+            }],
+        );
     }
 
     /// Adds a free (the caller checked [`HeapEncoder::accepts`]).
+    #[cfg(test)]
     pub fn free(&mut self, pid: u32, tid: u32, time: u64, addr: u64) {
-        let p = self.start(pid, tid, time);
-        let released = p.live.remove(&addr);
-        let mut e = Enc::new(&mut self.body);
-        match released {
-            Some(info) => e.u64(u64::from(info) << 2 | OP_FREE),
-            None => e.u64(ESC_FREE_UNKNOWN << 2 | OP_ESCAPE),
-        }
+        self.events(
+            pid,
+            &[HeapEvent {
+                tid,
+                time,
+                addr,
+                size: 0,
+                stack: 0,
+                alloc: false,
+            }],
+        );
     }
 
     /// Forgets a process (its image was replaced by exec, or it ended): its next events start

@@ -26,12 +26,13 @@ mod arch;
 pub mod codec;
 mod heap_batch;
 mod heap_stream;
+mod live_map;
 mod reader;
 mod record;
 mod writer;
 
 pub use arch::Arch;
-pub use heap_stream::UNKNOWN_BLOCK;
+pub use heap_stream::{HeapEvent, UNKNOWN_BLOCK};
 pub use reader::{Damage, OpenError, Reader, Summary};
 pub use record::*;
 pub use writer::{FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT};

@@ -8,7 +8,7 @@
 use std::io;
 
 use crate::codec::Enc;
-use crate::heap_stream::HeapEncoder;
+use crate::heap_stream::{HeapEncoder, HeapEvent};
 use crate::record::{tag, End, Header, Record};
 
 /// Where frames go. A file syncs with `fdatasync`; tests may use memory.
@@ -109,8 +109,22 @@ impl<S: Sink> FrameWriter<S> {
         self.check_size()
     }
 
-    /// Buffers one allocation of `size` bytes at `addr` with trace-tree id `stack`, as
-    /// `push(&Record::Alloc(..))` does without building the record (rec's hot path).
+    /// Buffers heap events of process `pid`, as `push` of their `Alloc`/`Free` records does
+    /// without building them (rec's hot path: a batch lets the encoder prefetch).
+    pub fn heap_events(&mut self, pid: u32, mut events: &[HeapEvent]) -> io::Result<()> {
+        while !events.is_empty() {
+            if !self.heap.accepts(pid) {
+                self.write_batch();
+                self.check_size()?;
+            }
+            let n = events.len().min(self.heap.room());
+            self.heap.events(pid, &events[..n]);
+            events = &events[n..];
+        }
+        Ok(())
+    }
+
+    /// Buffers one allocation of `size` bytes at `addr` with trace-tree id `stack`.
     pub fn heap_alloc(
         &mut self,
         pid: u32,
@@ -120,22 +134,32 @@ impl<S: Sink> FrameWriter<S> {
         size: u64,
         stack: u64,
     ) -> io::Result<()> {
-        if !self.heap.accepts(pid) {
-            self.write_batch();
-            self.check_size()?;
-        }
-        self.heap.alloc(pid, tid, time, addr, size, stack);
-        Ok(())
+        self.heap_events(
+            pid,
+            &[HeapEvent {
+                tid,
+                time,
+                addr,
+                size,
+                stack,
+                alloc: true,
+            }],
+        )
     }
 
-    /// Buffers one free of `addr`, as `push(&Record::Free(..))`.
+    /// Buffers one free of `addr`.
     pub fn heap_free(&mut self, pid: u32, tid: u32, time: u64, addr: u64) -> io::Result<()> {
-        if !self.heap.accepts(pid) {
-            self.write_batch();
-            self.check_size()?;
-        }
-        self.heap.free(pid, tid, time, addr);
-        Ok(())
+        self.heap_events(
+            pid,
+            &[HeapEvent {
+                tid,
+                time,
+                addr,
+                size: 0,
+                stack: 0,
+                alloc: false,
+            }],
+        )
     }
 
     /// Tells the writer that process `pid`'s address space is gone (replaced by exec, or the

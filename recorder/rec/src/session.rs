@@ -11,7 +11,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
-use crossprof_format::{Arch, Blob, Comm, End, FrameWriter, Header, Record, FORMAT_VERSION};
+use crossprof_format::{
+    Arch, Blob, Comm, End, FrameWriter, Header, HeapEvent, Record, FORMAT_VERSION,
+};
 
 use crate::cli::{Options, Target};
 use crate::error::RecError;
@@ -128,17 +130,9 @@ impl heap::Emit for Output {
         Output::record(self, r);
     }
 
-    fn alloc(&mut self, pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64) {
+    fn heap_events(&mut self, pid: u32, events: &[HeapEvent]) {
         if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.heap_alloc(pid, tid, time, addr, size, stack) {
-                self.fail(e);
-            }
-        }
-    }
-
-    fn free(&mut self, pid: u32, tid: u32, time: u64, addr: u64) {
-        if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.heap_free(pid, tid, time, addr) {
+            if let Err(e) = w.heap_events(pid, events) {
                 self.fail(e);
             }
         }

@@ -15,7 +15,7 @@ pub mod ring;
 
 use std::collections::{HashMap, HashSet};
 
-use crossprof_format::{Comm, Lost, Record, Rss, StackNode, Task};
+use crossprof_format::{Comm, HeapEvent, Lost, Record, Rss, StackNode, Task};
 
 use crate::procfs;
 use endpoint::Endpoint;
@@ -51,10 +51,8 @@ struct Proc {
 pub trait Emit {
     /// Any record other than a heap event.
     fn record(&mut self, r: Record);
-    /// An allocation.
-    fn alloc(&mut self, pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64);
-    /// A free.
-    fn free(&mut self, pid: u32, tid: u32, time: u64, addr: u64);
+    /// Heap events of process `pid`, in order.
+    fn heap_events(&mut self, pid: u32, events: &[HeapEvent]);
     /// The address space of `pid` is gone (exec or exit): its live blocks are never freed.
     fn forget(&mut self, pid: u32);
 }
@@ -71,7 +69,12 @@ pub struct Heap {
     /// Events the interposers reported lost.
     pub lost: u64,
     bad_rings: u64,
+    /// Heap events on their way to the writer (see `drain`).
+    batch: Vec<HeapEvent>,
 }
+
+/// Heap events handed to the writer at once.
+const BATCH: usize = 512;
 
 impl Heap {
     /// Starts listening.
@@ -85,6 +88,7 @@ impl Heap {
             events: 0,
             lost: 0,
             bad_rings: 0,
+            batch: Vec::with_capacity(BATCH),
         })
     }
 
@@ -204,38 +208,70 @@ impl Heap {
         let p = self.procs.entry(pid).or_default();
         let source = self.source;
         let mut events = 0;
-        let ok = ring.drain(|ev| match ev {
-            Event::Alloc {
-                tid,
-                time,
-                addr,
-                size,
-                stack,
-            } => {
+        // Heap events go to the writer in batches (it prefetches ahead within one), and
+        // always before any other record, so file order stays ring order.
+        let batch = &mut self.batch;
+        batch.clear();
+        let ok = ring.drain(|ev| {
+            let heap = match ev {
+                Event::Alloc {
+                    tid,
+                    time,
+                    addr,
+                    size,
+                    stack,
+                } => Some(HeapEvent {
+                    tid,
+                    time,
+                    addr,
+                    size,
+                    stack: if stack == 0 { 0 } else { stack + base },
+                    alloc: true,
+                }),
+                Event::Free { tid, time, addr } => Some(HeapEvent {
+                    tid,
+                    time,
+                    addr,
+                    size: 0,
+                    stack: 0,
+                    alloc: false,
+                }),
+                _ => None,
+            };
+            if let Some(h) = heap {
                 events += 1;
-                let stack = if stack == 0 { 0 } else { stack + base };
-                emit.alloc(pid, tid, time, addr, size, stack)
+                batch.push(h);
+                if batch.len() == BATCH {
+                    emit.heap_events(pid, batch);
+                    batch.clear();
+                }
+                return;
             }
-            Event::Free { tid, time, addr } => {
-                events += 1;
-                emit.free(pid, tid, time, addr)
+            if !batch.is_empty() {
+                emit.heap_events(pid, batch);
+                batch.clear();
             }
-            Event::Node { id, parent, ip } => {
-                let id = id + base;
-                p.max_id = p.max_id.max(id);
-                emit.record(Record::StackNode(StackNode {
-                    pid,
-                    id,
-                    parent: if parent == 0 { 0 } else { parent + base },
-                    ip,
-                }))
-            }
-            Event::Maps { time } => {
-                if source == MapsSource::Procfs {
+            match ev {
+                Event::Node { id, parent, ip } => {
+                    let id = id + base;
+                    p.max_id = p.max_id.max(id);
+                    emit.record(Record::StackNode(StackNode {
+                        pid,
+                        id,
+                        parent: if parent == 0 { 0 } else { parent + base },
+                        ip,
+                    }))
+                }
+                Event::Maps { time } if source == MapsSource::Procfs => {
                     write_maps(pid, time, p, emit);
                 }
+                _ => {}
             }
         });
+        if !batch.is_empty() {
+            emit.heap_events(pid, batch);
+            batch.clear();
+        }
         self.events += events;
         if !ok {
             self.bad_rings += 1;

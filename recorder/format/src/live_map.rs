@@ -1,0 +1,169 @@
+//! The writer's map of live heap blocks (address → allocation info), built for the one thing
+//! it does millions of times a second: a lookup whose slot is almost never in the cache
+//! (live blocks are spread over the whole heap, and a free rarely follows its allocation).
+//! Open addressing with linear probing in one array of (address, info) slots, so that the
+//! caller can [`LiveMap::prefetch`] the slot of an event it will handle a few events later and
+//! the miss overlaps with other work; deletion shifts the following slots back (no tombstones,
+//! probe runs stay short however many blocks come and go). Grows at 3/4 full: about 21 bytes
+//! per live block.
+
+/// The map. Address 0 (never a block) marks an empty slot.
+#[derive(Default)]
+pub struct LiveMap {
+    slots: Vec<(u64, u32)>,
+    len: usize,
+}
+
+const FIRST: usize = 1 << 12;
+
+fn hash(addr: u64) -> u64 {
+    // Blocks are 8- or 16-aligned: mix the high bits of the product down.
+    let h = addr.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
+}
+
+impl LiveMap {
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// Starts loading the slot `addr` hashes to into the cache. A hint: no effect on
+    /// results.
+    #[inline]
+    pub fn prefetch(&self, addr: u64) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let p = &self.slots[hash(addr) as usize & self.mask()] as *const (u64, u32);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch hint on an address inside the table; it never faults.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0)
+        };
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: as above.
+        unsafe {
+            core::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags))
+        };
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        let _ = p;
+    }
+
+    /// Records `addr` as live with `info`; the info it was live with before, if it was.
+    pub fn insert(&mut self, addr: u64, info: u32) -> Option<u32> {
+        if addr == 0 {
+            return None;
+        }
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            self.grow();
+        }
+        let mask = self.mask();
+        let mut i = hash(addr) as usize & mask;
+        loop {
+            let s = &mut self.slots[i];
+            if s.0 == addr {
+                return Some(core::mem::replace(&mut s.1, info));
+            }
+            if s.0 == 0 {
+                *s = (addr, info);
+                self.len += 1;
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Forgets `addr`; the info it was live with, if it was.
+    pub fn remove(&mut self, addr: u64) -> Option<u32> {
+        if addr == 0 || self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.mask();
+        let mut i = hash(addr) as usize & mask;
+        loop {
+            let s = self.slots[i];
+            if s.0 == 0 {
+                return None;
+            }
+            if s.0 == addr {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        let info = self.slots[i].1;
+        // Backward shift: move later members of the probe run into the hole when their home
+        // slot is not between the hole and them.
+        let mut hole = i;
+        let mut j = (i + 1) & mask;
+        loop {
+            let s = self.slots[j];
+            if s.0 == 0 {
+                break;
+            }
+            let home = hash(s.0) as usize & mask;
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = s;
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        self.slots[hole] = (0, 0);
+        self.len -= 1;
+        Some(info)
+    }
+
+    /// Live blocks.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn grow(&mut self) {
+        let cap = (self.slots.len() * 2).max(FIRST);
+        let old = std::mem::replace(&mut self.slots, vec![(0, 0); cap]);
+        self.len = 0;
+        for (addr, info) in old {
+            if addr != 0 {
+                self.insert(addr, info);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn agrees_with_a_hash_map_through_growth_and_deletions() {
+        let mut m = LiveMap::default();
+        let mut reference = HashMap::new();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..200_000u32 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // Few distinct addresses, so that inserts, replacements and removals all happen
+            // and probe runs collide.
+            let addr = (rng % 5000 + 1) * 16;
+            if rng % 3 < 1 {
+                assert_eq!(m.remove(addr), reference.remove(&addr), "remove {addr:#x}");
+            } else {
+                m.prefetch(addr);
+                assert_eq!(
+                    m.insert(addr, i),
+                    reference.insert(addr, i),
+                    "insert {addr:#x}"
+                );
+            }
+            assert_eq!(m.len(), reference.len());
+        }
+        for (&addr, &info) in &reference {
+            assert_eq!(m.remove(addr), Some(info));
+        }
+        assert_eq!(m.len(), 0);
+        assert_eq!(m.remove(0), None);
+        assert_eq!(m.insert(0, 1), None);
+    }
+}
