@@ -310,7 +310,10 @@ fn write(
     bounds: (usize, usize),
 ) -> bool {
     if k == kind::FREE {
-        return push(st, kind::FREE, tid, [time, addr]);
+        return st
+            .producer
+            .as_mut()
+            .is_some_and(|p| p.free(tid, time, addr));
     }
     let Some(m) = st.modules.as_mut() else {
         return alloc_event(st, tid, time, old, addr, size, &[]);
@@ -349,7 +352,7 @@ fn intern(
         if new {
             let sent = producer
                 .as_mut()
-                .is_some_and(|p| p.push(kind::NODE, tid, [id, parent, ip]));
+                .is_some_and(|p| p.node(tid, id, parent, ip));
             if !sent {
                 return Err(InternFailed);
             }
@@ -387,17 +390,10 @@ fn finish_alloc(
     size: u64,
     leaf: u64,
 ) -> bool {
-    if old != 0 && !push(st, kind::FREE, tid, [time, old]) {
+    let Some(p) = st.producer.as_mut() else {
         return false;
-    }
-    push(st, kind::ALLOC, tid, [time, addr, size, leaf])
-}
-
-fn push<const N: usize>(st: &mut State, k: u8, tid: u32, payload: [u64; N]) -> bool {
-    match st.producer.as_mut() {
-        Some(p) => p.push(k, tid, payload),
-        None => false,
-    }
+    };
+    (old == 0 || p.free(tid, time, old)) && p.alloc(tid, time, addr, size, leaf)
 }
 
 fn connect(st: &mut State) -> bool {
@@ -443,7 +439,9 @@ fn write_pending(st: &mut State) -> bool {
             // a handler that interrupts us now only writes slots past `used`.
             let p = PENDING_AREA.with(|a| unsafe { (*a.get())[done] });
             let ok = if p.kind == kind::FREE {
-                push(st, kind::FREE, p.tid, [p.time, p.addr])
+                st.producer
+                    .as_mut()
+                    .is_some_and(|q| q.free(p.tid, p.time, p.addr))
             } else {
                 alloc_event(st, p.tid, p.time, p.old, p.addr, p.size, &p.ips[..p.n])
             };
@@ -532,7 +530,7 @@ fn rescan_now(tid: u32, now: u64) {
     let st = unsafe { state() };
     let old = install_modules(st, fresh);
     HAVE_MODULES.store(true, Ordering::Release);
-    let ok = st.producer.is_none() || push(st, kind::MAPS, tid, [now]);
+    let ok = st.producer.as_mut().is_none_or(|p| p.maps(tid, now));
     if !ok {
         stop(st);
     }

@@ -4,11 +4,14 @@
 //! connects anew with its own pid; after an exec, the new image does): `memfd_create`,
 //! `mmap`, `socket`, `connect`, `sendmsg` of the memfd, `close`. Nothing stays open in the
 //! application (a program that closes every descriptor cannot break the transport), and every
-//! call is async-signal-safe. Writing is plain stores plus one release store of `head`.
+//! call is async-signal-safe. Writing is plain stores plus one release store of `head`;
+//! allocations and frees take their short forms (one or two words) whenever they can.
 
 use core::sync::atomic::Ordering;
 
-use crossprof_heap_wire::{kind, Hello, RingHeader, Word, DEFAULT_DATA_BYTES, HEADER_BYTES, MAGIC};
+use crossprof_heap_wire::{
+    kind, short_alloc, short_free, Hello, RingHeader, Word, DEFAULT_DATA_BYTES, HEADER_BYTES, MAGIC,
+};
 
 use crate::sys;
 
@@ -21,6 +24,9 @@ pub struct Producer {
     head: u64,
     /// rec's tail as last read: space up to it is free for sure.
     tail: u64,
+    /// The thread and time rec will give the next short event (see the wire crate).
+    tid: u32,
+    time: u64,
     rec_pid: u32,
 }
 
@@ -97,6 +103,8 @@ impl Producer {
                 size: DEFAULT_DATA_BYTES as u64,
                 head: 0,
                 tail: 0,
+                tid: 0,
+                time: 0,
                 rec_pid,
             })
         }
@@ -113,13 +121,97 @@ impl Producer {
         self.header().lost.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Appends one event, waiting for space while `rec` drains. `false` when `rec` is gone:
+    /// Records an allocation (see the wire crate for the forms). `false` when `rec` is gone:
     /// the caller stops recording (the application must never wait for a dead recorder).
-    /// The payload's length is a constant, so the stores are unrolled; the data area's size
-    /// is a power of two, so positions are masks, not divisions.
     #[inline]
-    pub fn push<const N: usize>(&mut self, k: u8, tid: u32, payload: [u64; N]) -> bool {
+    pub fn alloc(&mut self, tid: u32, time: u64, addr: u64, size: u64, stack: u64) -> bool {
+        if !self.context(tid, time) {
+            return false;
+        }
+        match short_alloc(addr, size, stack) {
+            Some(w) => self.put(w),
+            None => self.long(kind::ALLOC, tid, [addr, size, stack]),
+        }
+    }
+
+    /// Records a free, as [`Producer::alloc`].
+    #[inline]
+    pub fn free(&mut self, tid: u32, time: u64, addr: u64) -> bool {
+        if !self.context(tid, time) {
+            return false;
+        }
+        match short_free(addr) {
+            Some(w) => self.put([w]),
+            None => self.long(kind::FREE, tid, [addr]),
+        }
+    }
+
+    /// Sends a new trace-tree node.
+    pub fn node(&mut self, tid: u32, id: u64, parent: u64, ip: u64) -> bool {
+        self.long(kind::NODE, tid, [id, parent, ip])
+    }
+
+    /// Tells rec that the modules changed.
+    pub fn maps(&mut self, tid: u32, time: u64) -> bool {
+        self.long(kind::MAPS, tid, [time])
+    }
+
+    /// Writes the thread and the time of the next event when they changed.
+    #[inline]
+    fn context(&mut self, tid: u32, time: u64) -> bool {
+        if tid != self.tid && !self.long(kind::THREAD, tid, []) {
+            return false;
+        }
+        if time != self.time {
+            if !self.long(kind::TIME, tid, [time]) {
+                return false;
+            }
+            self.time = time;
+        }
+        true
+    }
+
+    /// Writes a long event: header word and payload. Its thread becomes the current one.
+    #[inline]
+    fn long<const N: usize>(&mut self, k: u8, tid: u32, payload: [u64; N]) -> bool {
         let bytes = 8 * (1 + N as u64);
+        let Some(w) = self.reserve(bytes) else {
+            return false;
+        };
+        // SAFETY: reserve made [w, w + 1 + N) free and inside the data area.
+        unsafe {
+            *w = Word::new(k, tid).0;
+            for (i, v) in payload.into_iter().enumerate() {
+                *w.add(1 + i) = v;
+            }
+        }
+        self.tid = tid;
+        self.publish(bytes);
+        true
+    }
+
+    /// Writes the words of a short event as they are.
+    #[inline]
+    fn put<const N: usize>(&mut self, words: [u64; N]) -> bool {
+        let bytes = 8 * N as u64;
+        let Some(w) = self.reserve(bytes) else {
+            return false;
+        };
+        // SAFETY: reserve made [w, w + N) free and inside the data area.
+        unsafe {
+            for (i, v) in words.into_iter().enumerate() {
+                *w.add(i) = v;
+            }
+        }
+        self.publish(bytes);
+        true
+    }
+
+    /// Room for an event of `bytes` at the head, waiting while `rec` drains: its first word
+    /// (after a [`kind::PAD`] when it would not fit before the end of the data area). `None`
+    /// when rec is gone. The data area's size is a power of two, so positions are masks.
+    #[inline]
+    fn reserve(&mut self, bytes: u64) -> Option<*mut u64> {
         let mask = self.size - 1;
         let pos = self.head & mask;
         let contiguous = self.size - pos;
@@ -128,13 +220,12 @@ impl Producer {
         } else {
             contiguous + bytes
         };
-        let h = self.header();
         // The free space is checked against rec's last published tail first; only when
         // that is not enough does the producer look again (and maybe wait).
         if self.size - (self.head - self.tail) < need {
-            self.tail = h.tail.load(Ordering::Acquire);
+            self.tail = self.header().tail.load(Ordering::Acquire);
             if self.size - (self.head - self.tail) < need && !self.wait_for(need) {
-                return false;
+                return None;
             }
         }
         if bytes > contiguous {
@@ -142,23 +233,18 @@ impl Producer {
             unsafe { *self.data.add((pos / 8) as usize) = Word::new(kind::PAD, 0).0 };
             self.head += contiguous;
         }
-        let at = ((self.head & mask) / 8) as usize;
-        // SAFETY: [at, at + 1 + N) fits before the end of the data area (checked above)
-        // and is free (rec's tail is past it).
-        unsafe {
-            let w = self.data.add(at);
-            *w = Word::new(k, tid).0;
-            for (i, v) in payload.into_iter().enumerate() {
-                *w.add(1 + i) = v;
-            }
-        }
+        // SAFETY: the offset is a word inside the data area.
+        Some(unsafe { self.data.add(((self.head & mask) / 8) as usize) })
+    }
+
+    /// Makes the event just written visible to rec.
+    #[inline]
+    fn publish(&mut self, bytes: u64) {
         self.head += bytes;
-        let h = self.header();
-        h.head.store(self.head, Ordering::Release);
+        self.header().head.store(self.head, Ordering::Release);
         if self.head - self.tail > self.size / 2 {
             self.ring_bell();
         }
-        true
     }
 
     /// Asks rec to drain now rather than at its next tick (once until it has drained: a

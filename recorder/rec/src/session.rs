@@ -430,6 +430,13 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
             out.lost
         );
     }
+    if let Some(h) = heap.as_ref().filter(|h| h.bad_rings() > 0) {
+        eprintln!(
+            "rec: {} heap rings could not be read (is libcrossprof_heap.so from this rec's \
+             release? see CROSSPROF_HEAP_LIB); their events are missing",
+            h.bad_rings()
+        );
+    }
     if let Some(h) = heap.as_ref().filter(|h| h.lost > 0) {
         eprintln!(
             "rec: {} heap events were lost (see the Lost records); counts are not exact",

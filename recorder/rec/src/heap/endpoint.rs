@@ -14,6 +14,8 @@ pub struct Endpoint {
     /// The abstract name (without the leading NUL), for the environment of the application.
     pub name: String,
     pending: Vec<OwnedFd>,
+    /// Rings refused (a hello that is not this version's), see `ring::refuse`.
+    pub refused: u64,
 }
 
 /// A process that handed over its ring.
@@ -62,6 +64,7 @@ impl Endpoint {
                 sock,
                 name,
                 pending: Vec::new(),
+                refused: 0,
             })
         }
     }
@@ -93,14 +96,20 @@ impl Endpoint {
             self.pending.push(unsafe { OwnedFd::from_raw_fd(c) });
         }
         let mut out = Vec::new();
+        let mut refused = 0;
         self.pending.retain(|c| match receive(c) {
             Received::Wait => true,
             Received::Done(a) => {
                 out.push(a);
                 false
             }
+            Received::Refused => {
+                refused += 1;
+                false
+            }
             Received::Bad => false,
         });
+        self.refused += refused;
         out
     }
 }
@@ -108,6 +117,8 @@ impl Endpoint {
 enum Received {
     Wait,
     Done(Arrival),
+    /// A ring came with a hello rec does not understand; it was closed.
+    Refused,
     Bad,
 }
 
@@ -152,6 +163,11 @@ fn receive(c: &OwnedFd) -> Received {
     let hello = Hello::from_bytes(&buf[..n as usize]);
     match (hello, fds.into_iter().next()) {
         (Some(hello), Some(memfd)) => Received::Done(Arrival { hello, memfd }),
+        (None, Some(memfd)) => {
+            // An interposer of another version: it must not wait for a reader that never comes.
+            super::ring::refuse(&memfd);
+            Received::Refused
+        }
         _ => Received::Bad,
     }
 }

@@ -116,6 +116,7 @@ impl Heap {
         for a in self.endpoint.arrivals() {
             let pid = a.hello.pid;
             let Some(ring) = Ring::map(&a.memfd, a.hello.map_bytes) else {
+                ring::refuse(&a.memfd);
                 self.bad_rings += 1;
                 continue;
             };
@@ -153,6 +154,11 @@ impl Heap {
             let i = self.rings.len() - 1;
             self.drain(i, emit);
         }
+    }
+
+    /// Rings rec could not use: refused (an interposer of another version) or malformed.
+    pub fn bad_rings(&self) -> u64 {
+        self.bad_rings + self.endpoint.refused
     }
 
     /// Whether a producer asked for an early drain (then do not sleep before the next tick).

@@ -5,7 +5,10 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
-use crossprof_heap_wire::{kind, payload_words, RingHeader, Word, HEADER_BYTES, MAGIC};
+use crossprof_heap_wire::{
+    kind, payload_words, RingHeader, Word, HEADER_BYTES, MAGIC, SHORT_SIZE_MAX, TAG_ALLOC,
+    TAG_FREE, TAG_LONG, TAG_MASK,
+};
 
 /// Largest data area accepted from a producer (it says its own size; rec maps what it says).
 const MAX_DATA_BYTES: u64 = 64 << 20;
@@ -51,12 +54,45 @@ pub enum Event {
     },
 }
 
+/// Tells the producer of a ring rec will not read (its hello or sizes are wrong, e.g. an
+/// interposer of another version) to stop, so the application never waits for space: sets
+/// `closed` in the header page, whose first fields every version shares.
+pub fn refuse(fd: &OwnedFd) {
+    // SAFETY: a fresh shared mapping of the first page of a memfd we were given, which is
+    // checked to be at least that long (a store past a memfd's end would fault); `closed`
+    // and `seq` are aligned atomics inside it.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd.as_raw_fd(), &mut st) != 0 || (st.st_size as u64) < HEADER_BYTES as u64 {
+            return;
+        }
+        let base = libc::mmap(
+            std::ptr::null_mut(),
+            HEADER_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        );
+        if base == libc::MAP_FAILED {
+            return;
+        }
+        let h = &*(base as *const RingHeader);
+        h.closed.store(1, Ordering::Release);
+        libc::syscall(libc::SYS_futex, h.seq.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+        libc::munmap(base, HEADER_BYTES);
+    }
+}
+
 /// A mapped ring.
 pub struct Ring {
     base: *mut u8,
     map_len: usize,
     size: u64,
     lost_seen: u64,
+    /// The thread and time of the next short event (set by long events, see the wire crate).
+    tid: u32,
+    time: u64,
 }
 
 // SAFETY: the mapping is only touched through &mut self by one thread.
@@ -89,6 +125,8 @@ impl Ring {
             map_len: map_bytes as usize,
             size: data,
             lost_seen: 0,
+            tid: 0,
+            time: 0,
         };
         let h = ring.header();
         if h.magic.load(Ordering::Acquire) != MAGIC || h.data_bytes.load(Ordering::Acquire) != data
@@ -131,39 +169,85 @@ impl Ring {
         }
         while ok && tail < head {
             let w = Word(self.word(tail));
-            let k = w.kind();
-            if k == kind::PAD {
-                tail += self.size - tail % self.size;
-                continue;
-            }
-            let n = payload_words(k) as u64;
-            if n == 0 || tail + 8 * (n + 1) > head || tail % self.size + 8 * (n + 1) > self.size {
-                ok = false;
-                break;
-            }
-            let p = |i: u64| self.word(tail + 8 * (i + 1));
-            let ev = match k {
-                kind::ALLOC => Event::Alloc {
-                    tid: w.tid(),
-                    time: p(0),
-                    addr: p(1),
-                    size: p(2),
-                    stack: p(3),
-                },
-                kind::FREE => Event::Free {
-                    tid: w.tid(),
-                    time: p(0),
-                    addr: p(1),
-                },
-                kind::NODE => Event::Node {
-                    id: p(0),
-                    parent: p(1),
-                    ip: p(2),
-                },
-                _ => Event::Maps { time: p(0) },
+            let left = self.size - tail % self.size;
+            let (ev, bytes) = match w.tag() {
+                TAG_FREE => (
+                    Some(Event::Free {
+                        tid: self.tid,
+                        time: self.time,
+                        addr: w.0 & !TAG_MASK,
+                    }),
+                    8,
+                ),
+                TAG_ALLOC if tail + 16 <= head && left >= 16 => {
+                    let second = self.word(tail + 8);
+                    (
+                        Some(Event::Alloc {
+                            tid: self.tid,
+                            time: self.time,
+                            addr: w.0 & !TAG_MASK,
+                            size: second & SHORT_SIZE_MAX,
+                            stack: second >> 40,
+                        }),
+                        16,
+                    )
+                }
+                TAG_LONG if w.kind() == kind::PAD => {
+                    tail += left;
+                    continue;
+                }
+                TAG_LONG => {
+                    let Some(n) = payload_words(w.kind()) else {
+                        ok = false;
+                        break;
+                    };
+                    let bytes = 8 * (n as u64 + 1);
+                    if tail + bytes > head || bytes > left {
+                        ok = false;
+                        break;
+                    }
+                    let mut words = [0u64; 3];
+                    for (i, x) in words.iter_mut().enumerate().take(n) {
+                        *x = self.word(tail + 8 * (i as u64 + 1));
+                    }
+                    let p = |i: usize| words[i];
+                    self.tid = w.tid();
+                    let ev = match w.kind() {
+                        kind::ALLOC => Some(Event::Alloc {
+                            tid: self.tid,
+                            time: self.time,
+                            addr: p(0),
+                            size: p(1),
+                            stack: p(2),
+                        }),
+                        kind::FREE => Some(Event::Free {
+                            tid: self.tid,
+                            time: self.time,
+                            addr: p(0),
+                        }),
+                        kind::NODE => Some(Event::Node {
+                            id: p(0),
+                            parent: p(1),
+                            ip: p(2),
+                        }),
+                        kind::MAPS => Some(Event::Maps { time: p(0) }),
+                        kind::TIME => {
+                            self.time = p(0);
+                            None
+                        }
+                        _ => None,
+                    };
+                    (ev, bytes)
+                }
+                _ => {
+                    ok = false;
+                    break;
+                }
             };
-            f(ev);
-            tail += 8 * (n + 1);
+            if let Some(ev) = ev {
+                f(ev);
+            }
+            tail += bytes;
         }
         let h = self.header();
         h.tail
@@ -200,5 +284,108 @@ impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what map() mapped.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossprof_heap_wire::{short_alloc, short_free};
+    use std::os::fd::FromRawFd;
+
+    /// A ring of `data` bytes as a producer would create it; returns it and a writer of
+    /// words at byte positions.
+    fn ring(data: u64) -> Ring {
+        let map = HEADER_BYTES as u64 + data;
+        // SAFETY: a fresh memfd, sized and owned here.
+        let fd = unsafe {
+            let fd = libc::syscall(libc::SYS_memfd_create, c"t".as_ptr(), 0) as i32;
+            assert!(fd >= 0);
+            assert_eq!(libc::ftruncate(fd, map as libc::off_t), 0);
+            OwnedFd::from_raw_fd(fd)
+        };
+        // Header as the producer writes it, through a second mapping of the same memory.
+        // SAFETY: mapping the memfd just created, at its size.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        // SAFETY: the header page is mapped; its fields are atomics.
+        let h = unsafe { &*(base as *const RingHeader) };
+        h.data_bytes.store(data, Ordering::Relaxed);
+        h.magic.store(MAGIC, Ordering::Release);
+        Ring::map(&fd, map).expect("a valid ring")
+    }
+
+    fn put(r: &Ring, words: &[u64]) {
+        let h = r.header();
+        let mut head = h.head.load(Ordering::Relaxed);
+        for &w in words {
+            let at = (head % r.size) as usize;
+            // SAFETY: at is an aligned offset inside the data area.
+            unsafe { std::ptr::write_volatile(r.base.add(HEADER_BYTES + at) as *mut u64, w) };
+            head += 8;
+        }
+        h.head.store(head, Ordering::Release);
+    }
+
+    #[test]
+    fn short_and_long_forms_carry_thread_and_time() {
+        let mut r = ring(64);
+        put(&r, &[Word::new(kind::THREAD, 7).0]);
+        put(&r, &[Word::new(kind::TIME, 7).0, 1000]);
+        put(&r, &short_alloc(0x1000, 24, 5).unwrap());
+        put(&r, &[short_free(0x1000).unwrap()]);
+        let mut got = Vec::new();
+        assert!(r.drain(|e| got.push(e)));
+        assert_eq!(
+            got,
+            [
+                Event::Alloc {
+                    tid: 7,
+                    time: 1000,
+                    addr: 0x1000,
+                    size: 24,
+                    stack: 5
+                },
+                Event::Free {
+                    tid: 7,
+                    time: 1000,
+                    addr: 0x1000
+                }
+            ]
+        );
+        // 48 bytes used of 64: a long allocation does not fit before the end, so PAD.
+        put(&r, &[Word::new(kind::PAD, 0).0, 0]);
+        put(&r, &[Word::new(kind::ALLOC, 9).0, 0x2001, 1 << 41, 1 << 30]);
+        put(&r, &[Word::new(kind::FREE, 9).0, 0x2001]);
+        got.clear();
+        assert!(r.drain(|e| got.push(e)));
+        assert_eq!(
+            got,
+            [
+                Event::Alloc {
+                    tid: 9,
+                    time: 1000,
+                    addr: 0x2001,
+                    size: 1 << 41,
+                    stack: 1 << 30
+                },
+                Event::Free {
+                    tid: 9,
+                    time: 1000,
+                    addr: 0x2001
+                }
+            ]
+        );
+        // An unknown long kind is a malformed ring: the drain stops.
+        put(&r, &[Word::new(99, 0).0]);
+        assert!(!r.drain(|_| {}));
     }
 }
