@@ -163,6 +163,7 @@ impl AddressSpace {
         &self,
         lookup: u64,
         pc: u64,
+        first: bool,
         state: &mut State,
         copy: &StackCopy<'_>,
     ) -> Result<Option<u64>, CutShort> {
@@ -178,11 +179,18 @@ impl AddressSpace {
         let caller = table
             .step(svma, &|n| now.dwarf(n, pc), &mut |a| copy.u64(a))
             .ok_or_else(|| failure(copy))?;
-        if caller.cfa <= now.sp() {
+        // An undefined return address is the tables' mark of the outermost frame (`_start`,
+        // a new thread's first function), whatever its CFA.
+        let Some(ra) = caller.ra.filter(|&a| a != 0) else {
+            return Ok(None);
+        };
+        // The stack only grows down. A sampled leaf that keeps its return address in the
+        // link register may have pushed nothing (CFA = SP); a caller has always pushed it.
+        if caller.cfa < now.sp() || (caller.cfa == now.sp() && !first) {
             return Err(CutShort::BadFrame);
         }
         state.apply(&caller);
-        Ok(caller.ra.filter(|&a| a != 0))
+        Ok(Some(ra))
     }
 
     fn step_framehop(
@@ -280,7 +288,7 @@ impl AddressSpace {
                 Plan::Stop(why) => return Outcome::CutShort(why),
                 Plan::Outermost => return Outcome::Complete,
                 Plan::PltReturn => state.plt_return(&copy),
-                Plan::Dwarf => self.step_dwarf(lookup, pc, &mut state, &copy),
+                Plan::Dwarf => self.step_dwarf(lookup, pc, first, &mut state, &copy),
                 Plan::Framehop => {
                     let before = state;
                     match self.step_framehop(address, &mut state, &copy) {
@@ -289,7 +297,7 @@ impl AddressSpace {
                         // fallen back to frame pointers. gimli decides.
                         _ => {
                             state = before;
-                            self.step_dwarf(lookup, pc, &mut state, &copy)
+                            self.step_dwarf(lookup, pc, first, &mut state, &copy)
                         }
                     }
                 }
