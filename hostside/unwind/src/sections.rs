@@ -17,7 +17,7 @@ pub enum Error {
 
 /// An executable segment: enough to turn a mapping's file offset into the module's addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Segment {
+pub(crate) struct Segment {
     offset: u64,
     vaddr: u64,
     filesz: u64,
@@ -48,7 +48,7 @@ pub struct UnwindSections {
     /// The ELF entry point (`_start`): a frame there is the outermost one, whether or not
     /// the start code has unwind info.
     pub(crate) entry: Option<u64>,
-    segments: Vec<Segment>,
+    pub(crate) segments: Vec<Segment>,
 }
 
 type Found = Option<(Range<u64>, Arc<[u8]>)>;
