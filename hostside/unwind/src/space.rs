@@ -160,9 +160,16 @@ impl AddressSpace {
     }
 
     /// Unwinds one sample: appends the instruction pointer and then each return address to
-    /// `out`, innermost first. `stack` holds the bytes from `regs.sp` upward. A frame
+    /// `out`, innermost first (nothing when the instruction pointer lies outside every
+    /// executable mapping). `stack` holds the bytes from `regs.sp` upward. A frame
     /// interrupted by a signal appears as its interrupted instruction address.
     pub fn unwind(&mut self, regs: Registers, stack: &[u8], out: &mut Vec<u64>) -> Outcome {
+        // A sampled instruction outside every executable mapping is no frame either: a sample
+        // taken inside execve, after the new image's events are armed and before the kernel
+        // has set its first registers, still holds the old image's (`rec`'s own) registers.
+        if !self.is_mapped(regs.pc) {
+            return Outcome::CutShort(CutShort::OutsideMappings);
+        }
         match self.inner {
             Inner::Arm => self.unwind_arm(regs, stack, out),
             Inner::Cfi => self.unwind_cfi(regs, stack, out),
@@ -174,6 +181,34 @@ impl AddressSpace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sample taken inside execve, before the new image has run: its registers are still
+    /// the old image's, outside every mapping of the new one. It yields no frame at all.
+    #[test]
+    fn a_sampled_instruction_outside_every_mapping_is_no_frame() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
+        let text = s.text_svma.clone().unwrap();
+        let bias = 0x5555_0000_0000u64;
+        for arch in [Arch::X86_64, Arch::Aarch64, Arch::Arm, Arch::X86, Arch::Riscv64] {
+            let mut space = AddressSpace::new(arch, false);
+            space.add_module("self", (text.start + bias)..(text.end + bias), bias, &s);
+            let regs = Registers {
+                pc: 0x10c_63a4,
+                sp: 0x7fff_0000,
+                fp: 0,
+                lr: 0,
+                arm: [0; 16],
+            };
+            let mut out = Vec::new();
+            assert_eq!(
+                space.unwind(regs, &[], &mut out),
+                Outcome::CutShort(CutShort::OutsideMappings),
+                "{arch:?}"
+            );
+            assert!(out.is_empty(), "{arch:?}: {out:x?}");
+        }
+    }
 
     /// Property test: random registers and stack bytes over a real module never panic, never
     /// loop, and never yield more than MAX_FRAMES frames.
