@@ -230,3 +230,98 @@ fn i686_stack_copies_unwind_to_the_c_start_code() {
         "{u}"
     );
 }
+
+/// Code whose only unwind tables are `.debug_frame` (built without `.eh_frame`, as ARM C code
+/// and some embedded builds are), in a detached debug file whose sections are compressed, as
+/// Debian's `-dbg`/`-dbgsym` packages and `objcopy --compress-debug-sections` make them: the
+/// unwinder inflates the tables and the ground truth holds.
+#[test]
+fn compressed_debug_frame_in_a_detached_debug_file_unwinds() {
+    let dir = scratch().join("deep-zdebug");
+    let board_dir = dir.join("board");
+    let sysroot = dir.join("sysroot");
+    let debug_dir = dir.join("full");
+    for d in [&board_dir, &debug_dir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let flags = [
+        "-O2",
+        "-g",
+        "-fno-asynchronous-unwind-tables",
+        "-fno-unwind-tables",
+        "-Wl,--build-id",
+    ];
+    let lib = debug_dir.join("libdeep.so");
+    sh(Command::new("gcc")
+        .args(flags)
+        .args(["-shared", "-fPIC"])
+        .arg(source("deep_lib.c"))
+        .arg("-o")
+        .arg(&lib));
+    let exe = debug_dir.join("deep");
+    sh(Command::new("gcc")
+        .args(flags)
+        .arg(source("deep.c"))
+        .arg(format!("-L{}", debug_dir.display()))
+        .arg("-ldeep")
+        .arg(format!("-Wl,-rpath,{}", board_dir.display()))
+        .arg("-o")
+        .arg(&exe));
+    for f in ["libdeep.so", "deep"] {
+        let full = debug_dir.join(f);
+        let readelf = Command::new("readelf")
+            .arg("-S")
+            .arg(&full)
+            .output()
+            .unwrap();
+        let sections = String::from_utf8_lossy(&readelf.stdout).into_owned();
+        // (`.eh_frame` holds the C start files' tables only.)
+        assert!(sections.contains(".debug_frame"), "{f}: {sections}");
+        // The board's stripped copy, which the sysroot holds too, and the compressed debug
+        // file under the sysroot's build-id tree.
+        let board = board_dir.join(f);
+        sh(Command::new("strip").arg("-o").arg(&board).arg(&full));
+        let in_sysroot = sysroot.join(board.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(in_sysroot.parent().unwrap()).unwrap();
+        std::fs::copy(&board, &in_sysroot).unwrap();
+        let notes = Command::new("readelf")
+            .arg("-n")
+            .arg(&full)
+            .output()
+            .unwrap();
+        let id = String::from_utf8_lossy(&notes.stdout)
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+            .unwrap();
+        let debug = sysroot.join(format!(
+            "usr/lib/debug/.build-id/{}/{}.debug",
+            &id[..2],
+            &id[2..]
+        ));
+        std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+        sh(Command::new("objcopy")
+            .args(["--only-keep-debug", "--compress-debug-sections=zlib"])
+            .arg(&full)
+            .arg(&debug));
+        let readelf = Command::new("readelf")
+            .arg("-S")
+            .arg(&debug)
+            .output()
+            .unwrap();
+        let debug_frame = String::from_utf8_lossy(&readelf.stdout)
+            .lines()
+            .skip_while(|l| !l.contains(".debug_frame"))
+            .take(2)
+            .collect::<String>();
+        assert!(debug_frame.contains(" C "), "not compressed: {debug_frame}");
+    }
+    let board = board_dir.join("deep");
+    add_system_libs(&sysroot, &board);
+    let recording = scratch().join("deep-zdebug.zst");
+    record(
+        &recording,
+        &["--call-graph", "dwarf"],
+        &[board.to_str().unwrap(), "1500"],
+    );
+    assert_deep_ground_truth(&folded_stacks(&recording, &sysroot));
+}
