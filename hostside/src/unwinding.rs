@@ -31,6 +31,9 @@ pub struct UnwindStats {
     pub unsupported: u64,
     /// Samples that carried no usable registers (leaf frame unknown).
     pub no_registers: u64,
+    /// Frames found by prologue analysis, a heuristic: 32-bit ARM code without any unwind
+    /// table (libgcc's helpers linked into a program), whose instructions were decoded.
+    pub prologue_frames: u64,
 }
 
 /// Cut-short unwinds by reason (see [`CutShort`]); the JSON keys are [`CutShort::name`].
@@ -225,7 +228,9 @@ impl<'a> StackUnwinder<'a> {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let outcome = self.space(key).unwind(regs, &s.stack, &mut out);
+        let space = self.space(key);
+        let outcome = space.unwind(regs, &s.stack, &mut out);
+        self.stats.prologue_frames += space.take_prologue_frames();
         self.stats.count(outcome);
         out
     }

@@ -112,6 +112,13 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
             writeln!(out, "            {n:>7} {}", why.explain())?;
         }
     }
+    if u.prologue_frames > 0 {
+        writeln!(
+            out,
+            "            {:>7} frames found by prologue analysis (code without unwind tables)",
+            u.prologue_frames
+        )?;
+    }
     if u.unsupported > 0 {
         writeln!(
             out,

@@ -49,6 +49,8 @@ pub struct UnwindSections {
     /// the start code has unwind info.
     pub(crate) entry: Option<u64>,
     pub(crate) segments: Vec<Segment>,
+    /// The functions of a 32-bit ARM module, for prologue analysis where no table applies.
+    pub(crate) arm_functions: crate::arm::Functions,
 }
 
 type Found = Option<(Range<u64>, Arc<[u8]>)>;
@@ -139,12 +141,14 @@ impl UnwindSections {
             )));
         }
         s.debug_frame = debug_frame(&file);
+        let dfile = debug.and_then(|d| object::File::parse(d).ok());
         if s.debug_frame.is_none() {
-            if let Some(debug) = debug {
-                if let Ok(dfile) = object::File::parse(debug) {
-                    s.debug_frame = debug_frame(&dfile);
-                }
-            }
+            s.debug_frame = dfile.as_ref().and_then(debug_frame);
+        }
+        if file.architecture() == object::Architecture::Arm {
+            let mut files = vec![&file];
+            files.extend(dfile.as_ref());
+            s.arm_functions = crate::arm::Functions::from_files(&files);
         }
         // Indexed CFI: the unwinders not built on framehop step through it, and the framehop
         // ones check with it that an address is covered before trusting a rule (framehop

@@ -11,6 +11,7 @@
 //! is never kept as a frame.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossprof_format::Arch;
@@ -52,6 +53,9 @@ pub struct AddressSpace {
     code: Vec<(Range<u64>, u64, Arc<UnwindSections>)>,
     /// Every executable mapping, with or without unwind tables, sorted by start.
     mapped: Vec<Range<u64>>,
+    /// Frames unwound by prologue analysis (a heuristic) since the last
+    /// [`AddressSpace::take_prologue_frames`].
+    pub(crate) prologue_frames: AtomicU64,
 }
 
 fn section_info(s: &UnwindSections) -> ExplicitModuleSectionInfo<Data> {
@@ -87,6 +91,7 @@ impl AddressSpace {
             max_avma: 0,
             code: Vec::new(),
             mapped: Vec::new(),
+            prologue_frames: AtomicU64::new(0),
         }
     }
 
@@ -159,6 +164,13 @@ impl AddressSpace {
             .map(|(_, bias, s)| (*bias, &**s))
     }
 
+    /// How many frames were unwound by prologue analysis since the last call: ARM code
+    /// without any unwind table, whose frame was found by decoding its instructions (see the
+    /// `arm` module). A heuristic, so reports show the count.
+    pub fn take_prologue_frames(&self) -> u64 {
+        self.prologue_frames.swap(0, Ordering::Relaxed)
+    }
+
     /// Unwinds one sample: appends the instruction pointer and then each return address to
     /// `out`, innermost first (nothing when the instruction pointer lies outside every
     /// executable mapping). `stack` holds the bytes from `regs.sp` upward. A frame
@@ -190,7 +202,13 @@ mod tests {
         let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
         let text = s.text_svma.clone().unwrap();
         let bias = 0x5555_0000_0000u64;
-        for arch in [Arch::X86_64, Arch::Aarch64, Arch::Arm, Arch::X86, Arch::Riscv64] {
+        for arch in [
+            Arch::X86_64,
+            Arch::Aarch64,
+            Arch::Arm,
+            Arch::X86,
+            Arch::Riscv64,
+        ] {
             let mut space = AddressSpace::new(arch, false);
             space.add_module("self", (text.start + bias)..(text.end + bias), bias, &s);
             let regs = Registers {

@@ -1,10 +1,13 @@
 //! The 32-bit ARM stack walk: DWARF CFI where an FDE covers the address (exact ranges), else
 //! the EHABI tables; a sampled PLT stub returns to the link register, and the entry point's
-//! start code is the outermost frame.
+//! start code is the outermost frame; code no table covers is unwound by prologue analysis.
 
-use super::{execute, Entry, Frame, Step};
+use std::sync::atomic::Ordering;
+
+use super::{analyze, execute, Entry, Frame, Step};
 use crate::outcome::{CutShort, Outcome};
 use crate::regs::Registers;
+use crate::sections::UnwindSections;
 use crate::space::{AddressSpace, MAX_FRAMES, START_CODE_BYTES};
 use crate::stack::StackCopy;
 
@@ -15,6 +18,37 @@ fn at_start_code(entry: Option<u64>, svma: u64) -> bool {
         let e = e & !1;
         svma >= e && svma < e.saturating_add(START_CODE_BYTES)
     })
+}
+
+/// Unwinds the frame of the function holding stated address `svma` by analysing its
+/// instructions up to `limit` (see [`super::prologue`]): `None` when its function is unknown
+/// or the analysis gives up, `Some(false)` when a saved register lies outside the stack copy.
+fn prologue_step(
+    s: &UnwindSections,
+    svma: u64,
+    limit: u64,
+    leaf: bool,
+    f: &mut Frame,
+    read: &mut dyn FnMut(u32) -> Option<u32>,
+) -> Option<bool> {
+    let (start, thumb) = s.arm_functions.at(svma)?;
+    let (code_svma, code) = (s.text_segment_svma.as_ref()?, s.text_segment.as_ref()?);
+    let p = analyze(code, code_svma.start, start, thumb, limit)?;
+    let lr_saved = p.saved.iter().any(|&(reg, _)| reg == 14);
+    // A caller has made a call since it started, which overwrote lr: it must have saved it.
+    if !leaf && !lr_saved {
+        return None;
+    }
+    let sp = f.r[13];
+    for &(reg, off) in &p.saved {
+        let Some(v) = read(sp.wrapping_add(off)) else {
+            return Some(false);
+        };
+        f.r[usize::from(reg) & 15] = v;
+    }
+    f.r[15] = f.r[14];
+    f.r[13] = sp.wrapping_add(p.frame);
+    Some(true)
 }
 
 impl AddressSpace {
@@ -81,16 +115,25 @@ impl AddressSpace {
                 // of code without an index entry of its own (C built without unwind tables,
                 // assembly), and such a stretch runs on to the next entry. Only the entry
                 // point's start code, above, is the outermost frame.
+                // Such code is unwound by prologue analysis where its function is known.
                 let entry = sections.arm_exidx.as_ref().and_then(|t| t.lookup(svma));
-                match entry {
-                    None | Some(Entry::CantUnwind) => {
-                        return Outcome::CutShort(CutShort::NoUnwindInfo)
+                let step = match entry {
+                    None | Some(Entry::CantUnwind) => Step::Refuse,
+                    Some(Entry::Instructions(bytes)) => execute(&bytes, &mut f, &mut read),
+                };
+                match step {
+                    Step::Caller => {}
+                    Step::Failed => return failed(&copy),
+                    Step::Refuse => {
+                        let limit = pc.wrapping_sub(bias) & 0xffff_ffff;
+                        match prologue_step(sections, svma, limit, leaf, &mut f, &mut read) {
+                            None => return Outcome::CutShort(CutShort::NoUnwindInfo),
+                            Some(false) => return failed(&copy),
+                            Some(true) => {
+                                self.prologue_frames.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
                     }
-                    Some(Entry::Instructions(bytes)) => match execute(&bytes, &mut f, &mut read) {
-                        Step::Caller => {}
-                        Step::Refuse => return Outcome::CutShort(CutShort::NoUnwindInfo),
-                        Step::Failed => return failed(&copy),
-                    },
                 }
             }
             let new_pc = f.r[15] & !1;
@@ -114,7 +157,7 @@ mod tests {
 
     use crossprof_format::Arch;
 
-    use crate::arm::ExidxTable;
+    use crate::arm::{ExidxTable, Functions};
     use crate::outcome::{CutShort, Outcome};
     use crate::regs::Registers;
     use crate::sections::UnwindSections;
@@ -136,10 +179,20 @@ mod tests {
             exidx.extend((start.wrapping_sub(at) & 0x7fff_ffff).to_le_bytes());
             exidx.extend(data.to_le_bytes());
         }
+        // libgcc's __aeabi_uidivmod at 0x2200, without any table: `cmp r1, #0; beq.n;
+        // stmdb sp!, {r0, r1, lr}; bl __udivsi3; ...`.
+        let mut code = vec![0u8; 0x3000];
+        let helper: [u16; 6] = [0x2900, 0xd0f8, 0xe92d, 0x4003, 0xf7ff, 0xfecc];
+        for (i, h) in helper.iter().enumerate() {
+            code[0x1200 + 2 * i..0x1202 + 2 * i].copy_from_slice(&h.to_le_bytes());
+        }
         let s = UnwindSections {
             arm_exidx: Some(Arc::new(ExidxTable::new(0x5000, &exidx, 0, &[], false))),
-            plt: vec![0x1000..0x1100],
+            plt: std::iter::once(0x1000..0x1100).collect(),
             entry: Some(0x2001),
+            text_segment_svma: Some(0x1000..0x4000),
+            text_segment: Some(Arc::from(code)),
+            arm_functions: Functions::from_ranges(vec![(0x2200, 0x2300, true)]),
             ..Default::default()
         };
         let mut space = AddressSpace::new(Arch::Arm, false);
@@ -193,5 +246,40 @@ mod tests {
         let r = regs(BIAS + 0x2410, 0, 0x7000);
         assert_eq!(space().unwind(r, &stack, &mut out), Outcome::Complete);
         assert_eq!(out, [BIAS + 0x2410, BIAS + 0x2010]);
+    }
+
+    /// A statically linked libgcc helper has no table at all, not even its own index entry
+    /// (it lies under _start's "cannot unwind"): its prologue tells where lr went.
+    #[test]
+    fn code_without_tables_is_unwound_by_its_prologue() {
+        let mut space = space();
+        // Sampled in the helper just after its call to __udivsi3 returned.
+        let stack: Vec<u8> = [1u32, 2, (BIAS + 0x2015) as u32]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let mut out = Vec::new();
+        // Past the push, lr (the helper's caller, in _start) is at sp+8.
+        let r = regs(BIAS + 0x220c, BIAS + 0x220d, 0x7000);
+        assert_eq!(space.unwind(r, &stack, &mut out), Outcome::Complete);
+        assert_eq!(out, [BIAS + 0x220c, BIAS + 0x2014]);
+        assert_eq!(space.take_prologue_frames(), 1);
+        // Before the push, lr still holds the return address.
+        out.clear();
+        let r = regs(BIAS + 0x2202, BIAS + 0x2015, 0x7000);
+        assert_eq!(space.unwind(r, &[], &mut out), Outcome::Complete);
+        assert_eq!(out, [BIAS + 0x2202, BIAS + 0x2014]);
+        // A caller without a saved lr cannot be: cut short, not guessed.
+        out.clear();
+        let r = regs(BIAS + 0x2410, 0, 0x7000);
+        let stack: Vec<u8> = [7u32, (BIAS + 0x2203) as u32]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        assert_eq!(
+            space.unwind(r, &stack, &mut out),
+            Outcome::CutShort(CutShort::NoUnwindInfo)
+        );
+        assert_eq!(out, [BIAS + 0x2410, BIAS + 0x2202]);
     }
 }
