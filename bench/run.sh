@@ -6,6 +6,7 @@
 #   bench/run.sh stack-size [ARGS...]  which stack-copy size: coverage and cost on real programs
 #   bench/run.sh heap [ARGS...]     rec --heap vs heaptrack on tests/programs/heap_bench.c
 #   bench/run.sh heapreal [ARGS...] rec --heap vs heaptrack on Debian's lua5.4 and sqlite3
+#   bench/run.sh board-stack-size [ARGS...]  the same coverage on the emulated ARM boards
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -22,5 +23,13 @@ case "$what" in
         ;;
     heap) shift; python3 bench/heap_overhead.py "$@" ;;
     heapreal) shift; python3 bench/heap_real.py "$@" ;;
+    board-stack-size)
+        shift
+        tests/boards/setup.sh >/dev/null
+        targets/dist.sh aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf
+        export CROSSPROF_DIST="$PWD/dist"
+        cargo build --locked --release -p crossprof-tests --example truncate_stacks
+        python3 bench/board_stack_size.py "$@"
+        ;;
     *) python3 bench/cpu_overhead.py "$@" ;;
 esac
