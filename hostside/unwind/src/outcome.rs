@@ -69,7 +69,9 @@ impl CutShort {
                 "a module's unwind tables are missing (put the module in the sysroot)"
             }
             CutShort::NoUnwindInfo => "code without unwind info (assembly, linker stubs)",
-            CutShort::OutsideMappings => "a return address outside every mapping (dropped)",
+            CutShort::OutsideMappings => {
+                "an address outside every mapping (dropped; a sample inside execve has one)"
+            }
             CutShort::BadFrame => "an unwind rule led nowhere (corrupt stack or tables)",
             CutShort::TooDeep => "deeper than the frame limit",
         }
