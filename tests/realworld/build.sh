@@ -34,6 +34,15 @@ fi
 rw_toolchain "$V_ARCH"
 "$RW_DIR/setup.sh" "$V_ARCH" "$V_LINKER"
 [ "$V_LINKER" = rust ] || rw_flags
+# Debian's cross gcc looks for the linker -fuse-ld names among its own programs only, where
+# lld and mold are not: a directory of ld.lld and ld.mold links, given with -B, lets it find
+# them (the flag then names the cache directory, which keys only these variants' builds).
+if [ "$V_ARCH" != x86_64 ] && { [ "$V_LINKER" = lld ] || [ "$V_LINKER" = mold ]; }; then
+    mkdir -p "$RW_CACHE/ld"
+    ln -sf "$(command -v ld.lld)" "$RW_CACHE/ld/ld.lld"
+    ln -sf "$(command -v mold)" "$RW_CACHE/ld/ld.mold"
+    LDFLAGS+=("-B$RW_CACHE/ld")
+fi
 
 # The workload: generated inputs, shared by every variant of the program.
 WORK_KEY=$(rw_hash "$RW_DIR/lib.sh" "$RECIPE" "${WORKLOAD_FILES[@]/#/$RW_DIR/workloads/}")
