@@ -16,12 +16,12 @@ Usage: bench/board_stack_size.py [--sizes 8192,16384,...]  (via bench/run.sh boa
 import argparse, json, os, re, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LINE = re.compile(r"^(\w+) on (\w+): (\d+) samples .*?\((\d+) bytes each in the file\), (\d+) unwound"
+LINE = re.compile(r"^(\w+)-bfd on (\w+): (\d+) samples .*?\((\d+) bytes each in the file\), (\d+) unwound"
                   r".*; recording (\S+) sysroot (\S+)$")
 
 
 def board_suite(call_graph):
-    env = dict(os.environ, CROSSPROF_BOARD_CALL_GRAPH=call_graph)
+    env = dict(os.environ, CROSSPROF_BOARD_CALL_GRAPH=call_graph, CROSSPROF_BOARD_LINKERS="bfd")
     out = subprocess.run(["cargo", "test", "--locked", "--profile", "host", "-p", "crossprof-tests",
                           "--test", "board_realworld", "--", "--nocapture"],
                          cwd=ROOT, env=env, capture_output=True, text=True)

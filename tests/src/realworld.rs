@@ -26,11 +26,11 @@ pub const PROGRAMS: &[&str] = &["sqlite3", "lua", "zstd", "ninja", "ripgrep"];
 /// `rust`).
 pub const C_PROGRAMS: &[&str] = &["sqlite3", "lua", "zstd", "ninja"];
 
-/// The x86_64 linkers of the C/C++ variants.
+/// The linkers of the C/C++ variants (x86_64 and the boards).
 pub const LINKERS: &[&str] = &["bfd", "lld", "mold"];
 
 /// The programs that are also cross-built for the emulated boards (variants
-/// `aarch64-bfd-O2-pie` and `armv7-bfd-O2-pie`), with a smaller workload for them
+/// `aarch64-LINKER-O2-pie` and `armv7-LINKER-O2-pie`), with a smaller workload for them
 /// ([`RealProgram::board_args`]).
 pub const BOARD_PROGRAMS: &[&str] = &["sqlite3", "lua"];
 

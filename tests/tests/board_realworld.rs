@@ -6,18 +6,20 @@
 //! debug sysroot holds the unstripped programs and that library's detached debug info
 //! (`libc6-dbg`), as a distribution's or Yocto's debug filesystem does.
 //!
-//! For each program at least 95% of the samples must unwind to the program's entry: complete
-//! in `cpu.stack_unwinding`, and rooted at `_start` (or the loader's start code) in the
-//! exported stacks; no frame may lie outside a mapping. One boot per board records both
-//! programs, in 10 to 20 s each.
+//! Each program is linked by GNU ld, lld and mold (the layouts differ: lld and mold share a
+//! file page between the read-only and the executable segment). For each build at least 95%
+//! of the samples must unwind to the program's entry: complete in `cpu.stack_unwinding`, and
+//! rooted at `_start` (or the loader's start code) in the exported stacks; no frame may lie
+//! outside a mapping. One boot per board records all six, in 30 to 50 s.
 //!
 //! `CROSSPROF_BOARD_CALL_GRAPH=dwarf=SIZE` records with that stack copy instead (to measure
-//! what a program needs; the checks still apply).
+//! what a program needs; the checks still apply), `CROSSPROF_BOARD_LINKERS=bfd` only those
+//! linkers' builds.
 
 use std::path::{Path, PathBuf};
 
 use crossprof_tests::boards::{boot, debian_libc, Board, Files};
-use crossprof_tests::realworld::{build, RealProgram, BOARD_PROGRAMS};
+use crossprof_tests::realworld::{build, RealProgram, BOARD_PROGRAMS, LINKERS};
 use crossprof_tests::*;
 use serde_json::Value;
 
@@ -30,6 +32,11 @@ const MIN_SAMPLES: u64 = 300;
 /// One program prepared for a board run.
 struct Case {
     program: RealProgram,
+    /// Its path on the board: `/usr/bin/NAME` for GNU ld's build, under `/opt/LINKER/` for the
+    /// others, so that all share one boot.
+    guest: String,
+    /// `sqlite3-lld`: the program and its linker.
+    name: String,
     /// The debug sysroot of this run (the board's own C library, with its debug info).
     sysroot: PathBuf,
     /// The recording's name in /out.
@@ -42,23 +49,25 @@ fn symlink(target: &Path, link: &Path) {
         .unwrap_or_else(|e| panic!("{} -> {}: {e}", link.display(), target.display()));
 }
 
-/// The board files of `p` (program, the shared libraries it loads, from Debian's C library
-/// where that has them, and its workload inputs in `/`, the jobs' working directory) and
-/// its debug sysroot under `dir`.
-fn prepare(board: Board, p: RealProgram, dir: &Path, files: &mut Files) -> Case {
+/// The board files of `p`, linked by `linker` (program, the shared libraries it loads, from
+/// Debian's C library where that has them, and its workload inputs in `/`, the jobs' working
+/// directory) and its debug sysroot under `dir`.
+fn prepare(board: Board, p: RealProgram, linker: &str, dir: &Path, files: &mut Files) -> Case {
     assert!(
         !p.board_args.is_empty(),
         "{} has no board workload in its recipe",
         p.program
     );
     let libc = debian_libc(board);
-    let sysroot = dir.join(format!("{}-sysroot", p.program));
-    symlink(
-        &p.unstripped,
-        &sysroot.join(p.guest.trim_start_matches('/')),
-    );
+    let name = format!("{}-{linker}", p.program);
+    let sysroot = dir.join(format!("{name}-sysroot"));
+    let guest = match linker {
+        "bfd" => p.guest.clone(),
+        _ => format!("/opt/{linker}{}", p.guest),
+    };
+    symlink(&p.unstripped, &sysroot.join(guest.trim_start_matches('/')));
     symlink(&libc.join("usr/lib/debug"), &sysroot.join("usr/lib/debug"));
-    files.push((p.guest.clone(), std::fs::read(&p.board).unwrap(), 0o755));
+    files.push((guest.clone(), std::fs::read(&p.board).unwrap(), 0o755));
     for (guest, cross) in &p.libs {
         let debian = libc.join(guest.trim_start_matches('/'));
         let host = if debian.exists() {
@@ -72,11 +81,15 @@ fn prepare(board: Board, p: RealProgram, dir: &Path, files: &mut Files) -> Case 
         symlink(&host, &sysroot.join(guest.trim_start_matches('/')));
     }
     for input in &p.board_inputs {
-        let data = std::fs::read(p.workdir.join(input)).unwrap();
-        files.push((format!("/{input}"), data, 0o644));
+        if !files.iter().any(|(g, _, _)| *g == format!("/{input}")) {
+            let data = std::fs::read(p.workdir.join(input)).unwrap();
+            files.push((format!("/{input}"), data, 0o644));
+        }
     }
     Case {
-        out: format!("{}.zst", p.program),
+        out: format!("{name}.zst"),
+        name,
+        guest,
         program: p,
         sysroot,
     }
@@ -91,7 +104,7 @@ fn job(case: &Case) -> Vec<String> {
         "--out".to_string(),
         format!("/out/{}", case.out),
         "--".to_string(),
-        case.program.guest.clone(),
+        case.guest.clone(),
     ]);
     job.extend(case.program.board_args.iter().cloned());
     job
@@ -105,7 +118,7 @@ fn u(v: &Value, field: &str) -> u64 {
 
 /// The checks on one recording; returns a summary line.
 fn check(board: Board, case: &Case, recording: &Path) -> String {
-    let name = format!("{} on {}", case.program.program, board.arch_name());
+    let name = format!("{} on {}", case.name, board.arch_name());
     let r = report_json(recording, Some(&case.sysroot));
     assert_eq!(r["recording"]["arch"], board.arch_name());
     assert_eq!(r["recording"]["complete"], true, "{name}");
@@ -162,21 +175,26 @@ fn check(board: Board, case: &Case, recording: &Path) -> String {
         .iter()
         .find(|f| f["function"] == "main")
         .unwrap_or_else(|| panic!("{name}: no main"));
-    assert_eq!(main["module"].as_str(), Some(case.program.guest.as_str()));
+    assert_eq!(main["module"].as_str(), Some(case.guest.as_str()));
     summary
 }
 
 fn board_runs_real_programs(board: Board, arch: &str) {
+    let linkers = std::env::var("CROSSPROF_BOARD_LINKERS");
+    let linkers: Vec<&str> = match &linkers {
+        Ok(l) => l.split(',').collect(),
+        Err(_) => LINKERS.to_vec(),
+    };
     let tag = format!("board_realworld_{arch}");
     let dir = scratch().join(&tag);
     let mut files = Files::new();
-    let cases: Vec<Case> = BOARD_PROGRAMS
-        .iter()
-        .map(|p| {
-            let program = build(p, &format!("{arch}-bfd-O2-pie"));
-            prepare(board, program, &dir, &mut files)
-        })
-        .collect();
+    let mut cases = Vec::new();
+    for linker in &linkers {
+        for p in BOARD_PROGRAMS {
+            let program = build(p, &format!("{arch}-{linker}-O2-pie"));
+            cases.push(prepare(board, program, linker, &dir, &mut files));
+        }
+    }
     let jobs: Vec<Vec<String>> = cases.iter().map(job).collect();
     let run = boot(board, &tag, files, &jobs);
     let logs = || {
