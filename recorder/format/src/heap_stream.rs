@@ -326,19 +326,36 @@ impl DecProc {
 /// Expands heap records into `Alloc`/`Free` records (the reader's side).
 #[derive(Default)]
 pub struct HeapDecoder {
-    procs: HashMap<u32, DecProc>,
+    procs: IntMap<u32, DecProc>,
+    /// The process of the last call, outside the map: a heap record's events all belong to
+    /// one process, so the map is not consulted per event.
+    current: Option<(u32, DecProc)>,
 }
 
 impl HeapDecoder {
+    fn process(&mut self, pid: u32) -> &mut DecProc {
+        if self.current.as_ref().is_some_and(|c| c.0 != pid) {
+            if let Some((old, st)) = self.current.take() {
+                self.procs.insert(old, st);
+            }
+        }
+        let procs = &mut self.procs;
+        let (_, st) = self.current.get_or_insert_with(|| {
+            let st = procs.remove(&pid).unwrap_or_else(|| DecProc::fresh(0));
+            (pid, st)
+        });
+        st
+    }
+
     /// Decodes codes of process `pid` from `d` until one of them is an event, which is
     /// returned; `None` at the end of the record. An error means the record is malformed (a
     /// forged file or a writer bug; frames are checksummed).
     pub fn next(&mut self, pid: u32, d: &mut Dec<'_>) -> Result<Option<Record>, DecodeError> {
+        let p = self.process(pid);
         while d.remaining() > 0 {
             let at = d.position();
             let v = d.u64()?;
             let arg = v >> 2;
-            let p = self.procs.entry(pid).or_insert_with(|| DecProc::fresh(0));
             match v & 3 {
                 OP_ALLOC => {
                     let info = u32::try_from(arg).map_err(|_| DecodeError::BadLength(at))?;
