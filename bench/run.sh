@@ -7,6 +7,7 @@
 #   bench/run.sh heap [ARGS...]     rec --heap vs heaptrack on tests/programs/heap_bench.c
 #   bench/run.sh heapreal [ARGS...] rec --heap vs heaptrack on Debian's lua5.4 and sqlite3
 #   bench/run.sh board-stack-size [ARGS...]  the same coverage on the emulated ARM boards
+#   bench/run.sh realworld [ARGS...]   rec and hostside vs perf on sqlite3 and ripgrep
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -16,6 +17,7 @@ what="${1:-cpu}"
 case "$what" in
     cpu) shift || true; python3 bench/cpu_overhead.py "$@" ;;
     dwarf) shift; python3 bench/dwarf_unwind.py "$@" ;;
+    realworld) shift; python3 bench/realworld.py "$@" ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks

@@ -49,28 +49,18 @@ def run(cmd, cwd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--sizes", default="8192,12288,16384,24576,32768,65528")
+    ap.add_argument("--sizes", default="8192,12288,16384,24576,32768,65528",
+                    help="sizes for the coverage table")
+    ap.add_argument("--cost-sizes", default="8192,16384,32768,65528",
+                    help="sizes for the cost table (each costs RUNS runs per program)")
     ap.add_argument("--programs", default=DEFAULT_PROGRAMS)
     a = ap.parse_args()
     rec, hostside = os.environ["CROSSPROF_REC"], os.environ["CROSSPROF_HOSTSIDE"]
     sizes = [int(s) for s in a.sizes.split(",")]
+    cost_sizes = [int(s) for s in a.cost_sizes.split(",")]
     programs = [tuple(p.split(":")) for p in a.programs.split(",")]
     tmp = tempfile.mkdtemp(prefix="crossprof-stack-size-")
     built = {p: build(*p) for p in programs}
-    # (program, size) -> list of (wall, cpu); size None = unprofiled
-    times = {}
-    last = {}
-    for _ in range(a.runs):
-        for p in programs:
-            m = built[p]
-            for size in [None] + sizes:
-                if size is None:
-                    cmd = m["cmd"]
-                else:
-                    out = os.path.join(tmp, f"{p[0]}-{size}.zst")
-                    cmd = [rec, "--call-graph", f"dwarf={size}", "--out", out, "--"] + m["cmd"]
-                    last[(p, size)] = out
-                times.setdefault((p, size), []).append(run(cmd, m["workdir"]))
     truncate = os.environ.get("CROSSPROF_TRUNCATE", os.path.join(
         os.environ["CARGO_TARGET_DIR"], "release/examples/truncate_stacks"))
 
@@ -94,14 +84,28 @@ def main():
             subprocess.run([truncate, full, cut, str(size)], check=True)
             u, n, _ = unwinding(p, cut)
             cells.append(f"{100 * u['complete'] / max(n, 1):>6.1f}%")
-        print(f"{p[0]:<10} {n:>8} " + " ".join(cells))
-    print()
+        print(f"{p[0]:<10} {n:>8} " + " ".join(cells), flush=True)
+    print(flush=True)
+    # (program, size) -> list of (wall, cpu); size None = unprofiled
+    times = {}
+    last = {}
+    for _ in range(a.runs):
+        for p in programs:
+            m = built[p]
+            for size in [None] + cost_sizes:
+                if size is None:
+                    cmd = m["cmd"]
+                else:
+                    out = os.path.join(tmp, f"{p[0]}-{size}.zst")
+                    cmd = [rec, "--call-graph", f"dwarf={size}", "--out", out, "--"] + m["cmd"]
+                    last[(p, size)] = out
+                times.setdefault((p, size), []).append(run(cmd, m["workdir"]))
     print(f"Cost: {a.runs} interleaved runs at each size, medians; rec at its default 999 Hz")
     print(f"{'program':<10} {'size':>6} {'samples':>8} {'lost':>6} {'ring B/sample':>14} "
           f"{'file B/sample':>14} {'cpu s':>7} {'+cpu s':>7} {'+cpu us/sample':>15}")
     for p in programs:
         base = statistics.median(c for _, c in times[(p, None)])
-        for size in sizes:
+        for size in cost_sizes:
             u, n, lost = unwinding(p, last[(p, size)])
             size_b = os.path.getsize(last[(p, size)])
             cpu = statistics.median(c for _, c in times[(p, size)])
@@ -112,6 +116,7 @@ def main():
             print(f"{p[0]:<10} {size:>6} {n:>8} {lost:>6} {ring:>14} {size_b / max(n, 1):>14.1f} "
                   f"{cpu:>7.3f} {cpu - base:>+7.3f} {1e6 * (cpu - base) / max(n, 1):>15.1f}")
         print(f"{p[0]:<10} {'base':>6} {'':>8} {'':>6} {'':>14} {'':>14} {base:>7.3f}")
+
 
 if __name__ == "__main__":
     sys.exit(main())

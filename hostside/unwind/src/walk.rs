@@ -66,6 +66,15 @@ impl State {
         }
     }
 
+    /// A return address without AArch64 pointer-authentication bits (framehop strips them
+    /// itself; gimli's steps do not).
+    fn strip(&self, ra: u64) -> u64 {
+        match self {
+            State::X86_64(_) => ra,
+            State::Aarch64(r) => r.lr_mask().strip_ptr_auth(ra),
+        }
+    }
+
     /// Moves to the caller a gimli step described.
     fn apply(&mut self, caller: &CallerRegs) {
         match self {
@@ -190,7 +199,7 @@ impl AddressSpace {
             return Err(CutShort::BadFrame);
         }
         state.apply(&caller);
-        Ok(Some(ra))
+        Ok(Some(state.strip(ra)))
     }
 
     fn step_framehop(
