@@ -2,14 +2,14 @@
 """rec and hostside against perf on programs of the real-world corpus (tests/realworld/),
 issue 11 acceptance 3, as ratios from one run:
 
-1. Recording overhead: `rec` at its defaults (dwarf, 16 KiB copies, 999 Hz) versus
+1. Recording overhead: `rec` at its defaults (dwarf, 24 KiB copies, 999 Hz) versus
    `perf record -F 999 --call-graph dwarf` (perf's default 8 KiB copies) on sqlite3
    (GNU ld, -O2, PIE), interleaved with unprofiled runs (base, perf, rec, base, ...), RUNS
    rounds, medians. Overhead = CPU time (user+sys) of the whole process tree over the
    unprofiled run, so each profiler's own work counts. Also bytes per sample of each file
    and the share of samples each unwinds to the entry.
 2. Analysis: one recording of ripgrep (crates.io, full debug info: over 50 MB of DWARF) by
-   each tool at --freq FREQ with the same 16 KiB copies, at least 20,000 samples; then
+   each tool at --freq FREQ with rec's default copy size, at least 20,000 samples; then
    `hostside report --sysroot` versus `perf report --stdio --symfs`, interleaved, RUNS
    rounds each: median wall time and peak resident memory (each process's own maxrss).
 
@@ -61,6 +61,12 @@ def perf_samples(data, sysroot):
     return len(blocks), entry
 
 
+def rec_default_stack(rec):
+    """The default of `--call-graph dwarf` that `rec --help` names."""
+    help_text = subprocess.run([rec, "--help"], capture_output=True, text=True).stdout
+    return int(re.search(r"bytes, default (\d+)", help_text).group(1))
+
+
 def hostside_json(hostside, rec_file, sysroot):
     return json.loads(subprocess.run([hostside, "report", "--json", "--top", "1", "--sysroot",
                                       sysroot, rec_file], check=True, capture_output=True,
@@ -110,7 +116,7 @@ def main():
               f"rec {sr} B / {n_rec} samples = {sr / n_rec:.0f} B/sample; ratio "
               f"{(sr / n_rec) / (sp / n_perf):.4f}")
         print(f"   reaching the entry: perf (8 KiB) {100 * e_perf / n_perf:.1f}%, "
-              f"rec (16 KiB) {100 * e_rec / n_rec:.1f}%")
+              f"rec ({rec_default_stack(rec)} B) {100 * e_rec / n_rec:.1f}%")
 
     rg = build("ripgrep", "rust")
     unstripped = rg["unstripped"]
@@ -120,7 +126,8 @@ def main():
         r"\]\s+\.debug_\S+\s+\S+\s+[0-9a-f]+\s+[0-9a-f]+\s+([0-9a-f]+)", sections))
     perf_data = os.path.join(tmp, "rg.perf.data")
     rec_file = os.path.join(tmp, "rg.zst")
-    subprocess.run(["perf", "record", "-q", "-N", "-F", str(a.freq), "--call-graph", "dwarf,16384",
+    stack = rec_default_stack(rec)
+    subprocess.run(["perf", "record", "-q", "-N", "-F", str(a.freq), "--call-graph", f"dwarf,{stack}",
                     "-o", perf_data, "--"] + rg["cmd"], cwd=rg["workdir"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     subprocess.run([rec, "--freq", str(a.freq), "--out", rec_file, "--"] + rg["cmd"],
@@ -136,7 +143,7 @@ def main():
     for _ in range(a.runs):
         for k, cmd in reports.items():
             res[k].append(run(cmd))
-    print(f"2. ripgrep (rust, {dwarf / 1e6:.1f} MB of DWARF), -F {a.freq}, 16 KiB copies: "
+    print(f"2. ripgrep (rust, {dwarf / 1e6:.1f} MB of DWARF), -F {a.freq}, {stack}-byte copies: "
           f"perf {n_perf} samples ({os.path.getsize(perf_data)} B), rec {n_rec} samples "
           f"({os.path.getsize(rec_file)} B); {a.runs} interleaved runs, medians")
     med = {k: (statistics.median(w for w, _, _ in v), statistics.median(r for _, _, r in v))

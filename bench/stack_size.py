@@ -51,7 +51,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="8192,12288,16384,24576,32768,65528",
                     help="sizes for the coverage table")
-    ap.add_argument("--cost-sizes", default="8192,16384,32768,65528",
+    ap.add_argument("--cost-sizes", default="8192,16384,24576,65528",
                     help="sizes for the cost table (each costs RUNS runs per program)")
     ap.add_argument("--programs", default=DEFAULT_PROGRAMS)
     a = ap.parse_args()
