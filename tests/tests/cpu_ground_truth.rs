@@ -153,7 +153,7 @@ fn rust_program_splits_75_25() {
 fn four_threads_share_10_20_30_40() {
     let p = build("threads.c", "threads", C_FP);
     let out = scratch().join("threads.zst");
-    record(&out, &[], &[p.board.to_str().unwrap(), "150"]);
+    record(&out, &[], &[p.board.to_str().unwrap(), "900"]);
     let r = report_json(&out, Some(&p.sysroot));
     let threads = r["cpu"]["threads"].as_array().unwrap();
     let total: u64 = threads.iter().map(|t| t["samples"].as_u64().unwrap()).sum();
