@@ -1,0 +1,212 @@
+//! Every kind of record a recording holds, and how each is laid out.
+//!
+//! On disk a record is `tag: u8, len: varint, payload[len]`. The length prefix lets a reader skip
+//! tags it does not know and ignore trailing fields a newer writer appended, so the format can
+//! grow without breaking old readers. Fields are only ever appended to a record, never reordered.
+//!
+//! Each record family keeps its types with their encoding and decoding side by side:
+//! [`run`] (header, end, losses, images), [`task`] (names, tasks, mappings, RSS), [`sample`]
+//! (CPU samples, context switches) and [`heap`] (allocations, frees, trace-tree nodes).
+
+mod heap;
+mod run;
+mod sample;
+mod task;
+
+pub use heap::{Alloc, Free, StackNode};
+pub use run::{Blob, End, Header, Lost};
+pub use sample::{Sample, Switch};
+pub use task::{Comm, Mmap, Rss, Task};
+
+use crate::codec::{Dec, DecodeError, Enc};
+
+/// What a reader decodes. A pass that only needs a recording's metadata (who ran, what was
+/// mapped) skips copying the samples' stack bytes, most of a stack-copy recording, and the
+/// heap events, most of a heap recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// Decode samples' registers and stack copies (else they come back empty).
+    pub sample_stacks: bool,
+    /// Expand heap event records into `Alloc`/`Free` records (else they are skipped, and only
+    /// counted in the reader's [`crate::Summary::heap_records`]).
+    pub heap_events: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            sample_stacks: true,
+            heap_events: true,
+        }
+    }
+}
+
+/// Any record. Unknown tags from newer writers decode to [`Record::Unknown`] and are skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// See [`Header`].
+    Header(Header),
+    /// See [`Comm`].
+    Comm(Comm),
+    /// A task started; see [`Task`].
+    Fork(Task),
+    /// A task ended; see [`Task`].
+    Exit(Task),
+    /// See [`Mmap`].
+    Mmap(Mmap),
+    /// See [`Sample`].
+    Sample(Sample),
+    /// See [`Switch`].
+    Switch(Switch),
+    /// See [`Alloc`].
+    Alloc(Alloc),
+    /// See [`Free`].
+    Free(Free),
+    /// See [`StackNode`].
+    StackNode(StackNode),
+    /// See [`Lost`].
+    Lost(Lost),
+    /// See [`Rss`].
+    Rss(Rss),
+    /// See [`Blob`].
+    Blob(Blob),
+    /// See [`End`].
+    End(End),
+    /// A record with a tag this reader does not know.
+    Unknown(u8),
+}
+
+pub(crate) mod tag {
+    pub const HEADER: u8 = 1;
+    pub const COMM: u8 = 2;
+    pub const FORK: u8 = 3;
+    pub const EXIT: u8 = 4;
+    pub const MMAP: u8 = 5;
+    pub const SAMPLE: u8 = 6;
+    pub const SWITCH: u8 = 7;
+    pub const ALLOC: u8 = 8;
+    pub const FREE: u8 = 9;
+    pub const STACK_NODE: u8 = 10;
+    pub const LOST: u8 = 11;
+    pub const RSS: u8 = 12;
+    pub const BLOB: u8 = 13;
+    pub const END: u8 = 14;
+    /// A run of one process's Alloc/Free events in format version 2, see `heap_batch`;
+    /// expanded by the reader.
+    pub const HEAP_BATCH: u8 = 15;
+    /// A run of one process's heap events from format version 3 on, see `heap_stream`;
+    /// expanded by the reader.
+    pub const HEAP_EVENTS: u8 = 16;
+}
+
+impl Record {
+    /// Appends this record (tag, length, payload) to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_with(out, &mut Vec::new());
+    }
+
+    /// Appends this record like [`Record::encode`], building the payload in `scratch` (which
+    /// is cleared first): a writer that keeps `scratch` allocates nothing per record.
+    pub fn encode_with(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
+        scratch.clear();
+        let t = self.encode_payload(&mut Enc::new(scratch));
+        out.push(t);
+        Enc::new(out).bytes(scratch);
+    }
+
+    fn encode_payload(&self, e: &mut Enc<'_>) -> u8 {
+        match self {
+            Record::Header(h) => {
+                h.encode(e);
+                tag::HEADER
+            }
+            Record::Comm(c) => {
+                c.encode(e);
+                tag::COMM
+            }
+            Record::Fork(t) => {
+                t.encode(e);
+                tag::FORK
+            }
+            Record::Exit(t) => {
+                t.encode(e);
+                tag::EXIT
+            }
+            Record::Mmap(m) => {
+                m.encode(e);
+                tag::MMAP
+            }
+            Record::Sample(s) => {
+                s.encode(e);
+                tag::SAMPLE
+            }
+            Record::Switch(s) => {
+                s.encode(e);
+                tag::SWITCH
+            }
+            Record::Alloc(a) => {
+                a.encode(e);
+                tag::ALLOC
+            }
+            Record::Free(f) => {
+                f.encode(e);
+                tag::FREE
+            }
+            Record::StackNode(n) => {
+                n.encode(e);
+                tag::STACK_NODE
+            }
+            Record::Lost(l) => {
+                l.encode(e);
+                tag::LOST
+            }
+            Record::Rss(r) => {
+                r.encode(e);
+                tag::RSS
+            }
+            Record::Blob(b) => {
+                b.encode(e);
+                tag::BLOB
+            }
+            Record::End(x) => {
+                x.encode(e);
+                tag::END
+            }
+            Record::Unknown(t) => *t,
+        }
+    }
+
+    /// Decodes one payload of the given tag.
+    pub fn decode(tag: u8, payload: &[u8]) -> Result<Record, DecodeError> {
+        Self::decode_with(tag, payload, DecodeOptions::default())
+    }
+
+    /// Decodes one payload, leaving out what `opts` says the caller does not need.
+    pub fn decode_with(
+        tag: u8,
+        payload: &[u8],
+        opts: DecodeOptions,
+    ) -> Result<Record, DecodeError> {
+        let d = &mut Dec::new(payload);
+        Ok(match tag {
+            tag::HEADER => Record::Header(Header::decode(d)?),
+            tag::COMM => Record::Comm(Comm::decode(d)?),
+            tag::FORK => Record::Fork(Task::decode(d)?),
+            tag::EXIT => Record::Exit(Task::decode(d)?),
+            tag::MMAP => Record::Mmap(Mmap::decode(d)?),
+            tag::SAMPLE => Record::Sample(Sample::decode(d, opts.sample_stacks)?),
+            tag::SWITCH => Record::Switch(Switch::decode(d)?),
+            tag::ALLOC => Record::Alloc(Alloc::decode(d)?),
+            tag::FREE => Record::Free(Free::decode(d)?),
+            tag::STACK_NODE => Record::StackNode(StackNode::decode(d)?),
+            tag::LOST => Record::Lost(Lost::decode(d)?),
+            tag::RSS => Record::Rss(Rss::decode(d)?),
+            tag::BLOB => Record::Blob(Blob::decode(d)?),
+            tag::END => Record::End(End::decode(d)?),
+            other => Record::Unknown(other),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

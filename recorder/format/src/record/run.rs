@@ -1,0 +1,167 @@
+//! Records about the run itself: the [`Header`] that opens a recording, the [`End`] that closes
+//! it, what was [`Lost`] on the way, and memory images copied from the board ([`Blob`]).
+
+use crate::codec::{Dec, DecodeError, Enc};
+
+/// The recording's first record: what machine and what run produced it. Without it, addresses
+/// and stack bytes cannot be interpreted, so a reader refuses a file that does not start with it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Header {
+    /// [`crate::FORMAT_VERSION`] of the writer.
+    pub format_version: u32,
+    /// Target architecture, in the names of [`crate::Arch`] (`x86_64`, `aarch64`, `arm`, ...).
+    pub arch: String,
+    /// Whether multi-byte values in raw memory (stack copies, the vDSO) are big-endian.
+    pub big_endian: bool,
+    /// Pointer size on the target in bytes (4 or 8).
+    pub pointer_size: u8,
+    /// Page size on the target in bytes.
+    pub page_size: u32,
+    /// `uname -r` of the board.
+    pub kernel_release: String,
+    /// `uname -n` of the board.
+    pub hostname: String,
+    /// The profiled command line, or `["-p", "PID"]` when attaching.
+    pub command: Vec<String>,
+    /// The clock sample times are taken from (`monotonic` for perf's default clock).
+    pub clock: String,
+    /// Wall-clock start time, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// The same instant on `clock`, so sample times can be turned into wall time.
+    pub start_clock_ns: u64,
+    /// Requested sampling frequency in Hz (0 when CPU sampling is off).
+    pub sample_freq: u32,
+    /// Call-graph mode, e.g. `fp` or `dwarf=8192`.
+    pub call_graph: String,
+    /// Version of the `rec` that wrote the file.
+    pub rec_version: String,
+    /// The perf event that drove sampling, e.g. `cpu-clock`.
+    pub event: String,
+}
+
+impl Header {
+    pub(super) fn encode(&self, e: &mut Enc<'_>) {
+        e.u64(self.format_version.into());
+        e.str(&self.arch);
+        e.bool(self.big_endian);
+        e.u64(self.pointer_size.into());
+        e.u64(self.page_size.into());
+        e.str(&self.kernel_release);
+        e.str(&self.hostname);
+        e.strs(&self.command);
+        e.str(&self.clock);
+        e.u64(self.start_unix_ns);
+        e.u64(self.start_clock_ns);
+        e.u64(self.sample_freq.into());
+        e.str(&self.call_graph);
+        e.str(&self.rec_version);
+        e.str(&self.event);
+    }
+
+    pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
+        Ok(Header {
+            format_version: d.u32()?,
+            arch: d.string()?,
+            big_endian: d.bool()?,
+            pointer_size: d.u64()? as u8,
+            page_size: d.u32()?,
+            kernel_release: d.string()?,
+            hostname: d.string()?,
+            command: d.strs()?,
+            clock: d.string()?,
+            start_unix_ns: d.u64()?,
+            start_clock_ns: d.u64()?,
+            sample_freq: d.u32()?,
+            call_graph: d.string()?,
+            rec_version: d.string()?,
+            event: d.string()?,
+        })
+    }
+}
+
+/// Events the kernel or the recorder had to drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// Time on the header's clock, nanoseconds.
+    pub time: u64,
+    /// How many records were lost.
+    pub count: u64,
+    /// What was lost: `samples` (kernel ring buffer overflow) or `heap` (interposer queue full).
+    pub kind: String,
+}
+
+impl Lost {
+    pub(super) fn encode(&self, e: &mut Enc<'_>) {
+        e.u64(self.time);
+        e.u64(self.count);
+        e.str(&self.kind);
+    }
+
+    pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
+        Ok(Lost {
+            time: d.u64()?,
+            count: d.u64()?,
+            kind: d.string()?,
+        })
+    }
+}
+
+/// A copy of a memory image the host cannot find on disk: the vDSO (`name == "[vdso]"`), or
+/// `/proc/kallsyms` (`name == "kallsyms"`, text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// What the bytes are.
+    pub name: String,
+    /// Load address of the image on the board (0 when not an image).
+    pub addr: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+}
+
+impl Blob {
+    pub(super) fn encode(&self, e: &mut Enc<'_>) {
+        e.str(&self.name);
+        e.u64(self.addr);
+        e.bytes(&self.data);
+    }
+
+    pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
+        Ok(Blob {
+            name: d.string()?,
+            addr: d.u64()?,
+            data: d.bytes()?.to_vec(),
+        })
+    }
+}
+
+/// The last record of a recording that ended normally. A file without it is incomplete (the
+/// recorder was killed or the board lost power) but everything before the cut is still valid.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct End {
+    /// Time on the header's clock, nanoseconds.
+    pub time: u64,
+    /// The application's exit status as `rec` returns it (128+N for signal N), -1 if unknown.
+    pub exit_status: i64,
+    /// Samples written.
+    pub samples: u64,
+    /// Samples the kernel reported as lost.
+    pub lost_samples: u64,
+}
+
+impl End {
+    pub(super) fn encode(&self, e: &mut Enc<'_>) {
+        e.u64(self.time);
+        e.i64(self.exit_status);
+        e.u64(self.samples);
+        e.u64(self.lost_samples);
+    }
+
+    pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
+        Ok(End {
+            time: d.u64()?,
+            exit_status: d.i64()?,
+            samples: d.u64()?,
+            lost_samples: d.u64()?,
+        })
+    }
+}

@@ -1,0 +1,108 @@
+//! Records about CPU time: samples ([`Sample`]) and context switches ([`Switch`]).
+
+use crate::codec::{Dec, DecodeError, Enc};
+
+/// One CPU sample: where a thread was when the sampling timer fired.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Sample {
+    /// Time on the header's clock, nanoseconds.
+    pub time: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// CPU the sample was taken on.
+    pub cpu: u32,
+    /// The sampling period this sample stands for (nanoseconds for cpu-clock).
+    pub period: u64,
+    /// Kernel frames, innermost first (the first one is the interrupted kernel address).
+    pub kernel_chain: Vec<u64>,
+    /// User frames, innermost first. The first is the interrupted instruction pointer, the rest
+    /// are return addresses (look them up at address-1). Empty in stack-copy mode, where the
+    /// host unwinds from `regs` and `stack` instead.
+    pub user_chain: Vec<u64>,
+    /// Which user registers `regs` holds, as perf's `sample_regs_user` mask for the header's
+    /// architecture (bit N = perf register N of that arch). 0 when none were captured.
+    pub regs_mask: u64,
+    /// The captured user registers, one per set bit of `regs_mask`, lowest bit first.
+    pub regs: Vec<u64>,
+    /// A copy of the user stack from the sampled stack pointer upward: only the bytes the
+    /// kernel reported as in use (`dyn_size`), never the padding. Empty unless
+    /// `--call-graph dwarf`.
+    pub stack: Vec<u8>,
+}
+
+impl Sample {
+    pub(super) fn encode(&self, e: &mut Enc<'_>) {
+        e.u64(self.time);
+        e.u64(self.pid.into());
+        e.u64(self.tid.into());
+        e.u64(self.cpu.into());
+        e.u64(self.period);
+        e.u64s(&self.kernel_chain);
+        e.u64s(&self.user_chain);
+        e.u64(self.regs_mask);
+        e.u64s(&self.regs);
+        e.bytes(&self.stack);
+    }
+
+    /// Decodes a sample; its registers and stack copy only when `stacks` is set.
+    pub(super) fn decode(d: &mut Dec<'_>, stacks: bool) -> Result<Self, DecodeError> {
+        let mut s = Sample {
+            time: d.u64()?,
+            pid: d.u32()?,
+            tid: d.u32()?,
+            cpu: d.u32()?,
+            period: d.u64()?,
+            kernel_chain: d.u64s()?,
+            user_chain: d.u64s()?,
+            ..Default::default()
+        };
+        // Stack-copy fields were appended to the record; older files end before them.
+        if d.remaining() > 0 && stacks {
+            s.regs_mask = d.u64()?;
+            s.regs = d.u64s()?;
+            s.stack = d.bytes()?.to_vec();
+        }
+        Ok(s)
+    }
+}
+
+/// A thread leaving or entering a CPU, for off-CPU analysis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Switch {
+    /// Time on the header's clock, nanoseconds.
+    pub time: u64,
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// CPU.
+    pub cpu: u32,
+    /// True when the thread was switched out.
+    pub out: bool,
+    /// True when it was switched out while still runnable (preempted, not waiting).
+    pub preempt: bool,
+}
+
+impl Switch {
+    pub(super) fn encode(&self, e: &mut Enc<'_>) {
+        e.u64(self.time);
+        e.u64(self.pid.into());
+        e.u64(self.tid.into());
+        e.u64(self.cpu.into());
+        e.bool(self.out);
+        e.bool(self.preempt);
+    }
+
+    pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
+        Ok(Switch {
+            time: d.u64()?,
+            pid: d.u32()?,
+            tid: d.u32()?,
+            cpu: d.u32()?,
+            out: d.bool()?,
+            preempt: d.bool()?,
+        })
+    }
+}
