@@ -1,5 +1,5 @@
-//! One function per subcommand: open, analyse, write. Kept free of formatting details, which
-//! live in [`crate::output`].
+//! Dispatch: each subcommand runs the [`crate::pipeline`], picks its profile and hands it with
+//! the report context to one writer in [`crate::output`]. No formatting here.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -8,11 +8,11 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
-use crate::analysis::heap::{HeapMetric, HeapOptions, HeapProfile};
-use crate::analysis::heap_diff;
-use crate::analysis::load::{load_checked, Loaded};
+use crate::analysis::heap::{self, HeapMetric, HeapOptions};
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
-use crate::output::{flame, heap_json, heap_text, info, json, leak_check, text};
+use crate::output::diff::Side;
+use crate::output::{self as o, flame, folded, heap_text, info, json, leak_check, text};
+use crate::pipeline::{load_checked, Loaded};
 use crate::recording::Recording;
 
 /// How a command that ran to its end went, for the exit status.
@@ -61,14 +61,16 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && l.has_heap && l.cpu.samples == 0);
             let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
+            let ctx = l.context();
             let mut out = io::stdout().lock();
             if json {
-                serde_json::to_writer_pretty(&mut out, &report_json(&l, profile.as_ref(), top))?;
+                let report = json::report(&ctx, &l.cpu, profile.as_ref(), top);
+                serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;
             } else if let (true, Some(p)) = (heap_text, &profile) {
-                heap_text::heap_report(&mut out, &l, p, top)?;
+                heap_text::heap_report(&mut out, &ctx, p, top)?;
             } else {
-                text::cpu_report(&mut out, &l, top)?;
+                text::cpu_report(&mut out, &ctx, &l.cpu, top)?;
             }
             out.flush()?;
             if let (Some(limit), Some(p)) = (fail_on_leak, &profile) {
@@ -92,6 +94,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 bail!("off-CPU analysis is not available in this version of hostside");
             }
             let command = l.recording.header().command.join(" ");
+            let names = l.processes.final_names();
             let (folded, title, unit) = match heap {
                 Some(what) => {
                     require(&l, "heap", l.has_heap, "rec --heap")?;
@@ -104,13 +107,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                         HeapMetric::Temporary => "temporary allocations",
                     };
                     (
-                        p.folded(&l.processes, metric),
+                        folded::heap(&p, &names, metric),
                         format!("{name}: {command}"),
                         metric.unit(),
                     )
                 }
                 None => (
-                    l.cpu.folded(&l.processes),
+                    folded::cpu(&l.cpu, &names),
                     format!("CPU: {command}"),
                     "samples",
                 ),
@@ -129,9 +132,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             match format {
                 ExportFormat::Collapsed => {
                     let mut out = create(&output)?;
-                    for line in l.cpu.folded(&l.processes) {
-                        writeln!(out, "{line}")?;
-                    }
+                    let lines = folded::cpu(&l.cpu, &l.processes.final_names());
+                    folded::write(&mut out, &lines)?;
                     out.flush()?;
                     Ok(Outcome::Success)
                 }
@@ -160,44 +162,25 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let with_cpu = !with_heap || a.cpu.samples > 0 || b.cpu.samples > 0;
             let heap = with_heap.then(|| {
                 let opts = heap_options(top);
-                heap_diff::diff(&a.heap(opts), &b.heap(opts))
+                heap::diff::diff(&a.heap(opts), &b.heap(opts))
             });
+            let old_side = Side {
+                file: &old,
+                samples: a.cpu.samples,
+            };
+            let new_side = Side {
+                file: &new,
+                samples: b.cpu.samples,
+            };
             let mut out = io::stdout().lock();
             if json {
-                let mut heap_json = heap.clone();
-                if let Some(h) = &mut heap_json {
-                    h.sites.truncate(top);
-                }
-                let v = serde_json::json!({
-                    "old": {"file": old.display().to_string(), "samples": a.cpu.samples},
-                    "new": {"file": new.display().to_string(), "samples": b.cpu.samples},
-                    "functions": rows.iter().take(top).collect::<Vec<_>>(),
-                    "heap": heap_json,
-                });
+                let v = o::diff::json(&old_side, &new_side, &rows, heap.as_ref(), top);
                 serde_json::to_writer_pretty(&mut out, &v)?;
                 writeln!(out)?;
                 return Ok(Outcome::Success);
             }
             if with_cpu {
-                writeln!(
-                    out,
-                    "CPU diff: {} ({} samples) -> {} ({} samples)",
-                    old.display(),
-                    a.cpu.samples,
-                    new.display(),
-                    b.cpu.samples
-                )?;
-                writeln!(out, "{:>8} {:>8} {:>8}  function", "old%", "new%", "delta")?;
-                for r in rows.iter().take(top) {
-                    writeln!(
-                        out,
-                        "{:>7.1}% {:>7.1}% {:>+7.1}  {}",
-                        r.old_self_pct,
-                        r.new_self_pct,
-                        r.delta_self(),
-                        r.function
-                    )?;
-                }
+                o::diff::cpu_text(&mut out, &old_side, &new_side, &rows, top)?;
             }
             if let Some(h) = &heap {
                 if with_cpu {
@@ -244,64 +227,4 @@ fn create(path: &Path) -> Result<Box<dyn Write>> {
     }
     let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     Ok(Box::new(BufWriter::new(f)))
-}
-
-fn report_json(l: &Loaded, heap: Option<&HeapProfile>, top: usize) -> json::ReportJson {
-    let h = l.recording.header();
-    let cpu = &l.cpu;
-    json::ReportJson {
-        recording: json::RecordingJson {
-            arch: h.arch.clone(),
-            command: h.command.clone(),
-            complete: l.summary.complete,
-            frames: l.summary.frames,
-            bytes_discarded: l.summary.bytes_discarded,
-            duration_ns: l.duration_ns,
-            lost_samples: l.lost_samples,
-        },
-        modules: l
-            .resolver
-            .modules()
-            .into_iter()
-            .map(|m| json::ModuleJson {
-                path: m.key.path,
-                build_id: info::hex(&m.key.build_id),
-                debug_file: m.located.debug_file.map(|p| p.display().to_string()),
-                match_kind: m.located.match_kind.as_str().to_string(),
-            })
-            .collect(),
-        cpu: Some(json::CpuJson {
-            samples: cpu.samples,
-            unsymbolized_frames: cpu.unsymbolized_frames,
-            stack_unwinding: (cpu.unwind.total() > 0).then_some(cpu.unwind),
-            functions: cpu
-                .functions
-                .iter()
-                .take(top)
-                .map(|f| {
-                    let fr = cpu.table.get(f.frame);
-                    json::FunctionJson {
-                        function: fr.function.clone(),
-                        file: fr.file.clone(),
-                        line: fr.line,
-                        module: fr.module.clone(),
-                        self_samples: f.self_samples,
-                        total: f.total_samples,
-                    }
-                })
-                .collect(),
-            threads: cpu
-                .threads
-                .iter()
-                .map(|t| json::ThreadJson {
-                    pid: t.pid,
-                    tid: t.tid,
-                    comm: t.comm.clone(),
-                    samples: t.samples,
-                })
-                .collect(),
-        }),
-        off_cpu: None,
-        heap: heap.map(|p| heap_json::heap_json(p, top, h.start_clock_ns)),
-    }
 }

@@ -10,9 +10,9 @@
 pub mod analysis;
 pub mod cli;
 pub mod commands;
-pub mod folded;
 pub mod frames;
 pub mod output;
+pub mod pipeline;
 pub mod processes;
 pub mod recording;
 pub mod resolve;

@@ -59,6 +59,17 @@ pub struct Placed {
 /// An address-space generation of one process.
 pub type SpaceKey = (u32, u32);
 
+/// Task names as they were when the recording ended (see [`Processes::final_names`]).
+#[derive(Debug, Clone, Default)]
+pub struct ProcessNames(HashMap<u32, String>);
+
+impl ProcessNames {
+    /// The name of task `tid`, `?` when the recording never named it.
+    pub fn get(&self, tid: u32) -> &str {
+        self.0.get(&tid).map_or("?", |s| s.as_str())
+    }
+}
+
 /// Everything about tasks and mappings in a recording.
 #[derive(Default)]
 pub struct Processes {
@@ -236,6 +247,16 @@ impl Processes {
             gen = self.generation(parent, fork_time);
         }
         Vec::new()
+    }
+
+    /// Every task's name at the end of the recording, for outputs that label stacks by
+    /// process without holding the whole model.
+    pub fn final_names(&self) -> ProcessNames {
+        let tids = self.names.keys().chain(self.creator.keys());
+        ProcessNames(
+            tids.map(|&t| (t, self.name(t, u64::MAX).to_string()))
+                .collect(),
+        )
     }
 
     /// The name of thread `tid` at `time`: the latest COMM before it; before the first one, the

@@ -10,8 +10,8 @@ use std::time::Duration;
 use crossprof_format::{Reader, Record};
 use crossprof_symbols::Lookup;
 use crossprof_tests::*;
-use hostside::analysis::load::analyze;
 use hostside::output::{info, text};
+use hostside::pipeline::analyze;
 use hostside::recording::Recording;
 
 /// A finished 10-second recording and, for each complete frame, (end offset, samples up to it).
@@ -94,7 +94,7 @@ fn full_report(data: Vec<u8>, lookup: &Lookup) -> Option<u64> {
         Recording::from_bytes(Path::new("cut.zst"), data).ok()?,
         lookup,
     );
-    text::cpu_report(&mut sink, &l, 10).unwrap();
+    text::cpu_report(&mut sink, &l.context(), &l.cpu, 10).unwrap();
     assert_eq!(i.records.get("sample").copied().unwrap_or(0), l.cpu.samples);
     Some(l.cpu.samples)
 }

@@ -8,7 +8,6 @@ use std::collections::{HashMap, HashSet};
 
 use crossprof_format::Record;
 
-use crate::folded::Folded;
 use crate::frames::{FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
 use crate::recording::Pass;
@@ -278,21 +277,6 @@ fn functions(stacks: &[Stack], table: &FrameTable) -> Vec<FunctionRow> {
 }
 
 impl CpuProfile {
-    /// Stacks as folded lines (`root;...;leaf count`), the input of flame graphs. The root is the
-    /// process name, like perf's stackcollapse.
-    pub fn folded(&self, processes: &Processes) -> Vec<String> {
-        let mut folded = Folded::default();
-        for s in &self.stacks {
-            let frames = s
-                .frames
-                .iter()
-                .rev()
-                .map(|&id| self.table.get(id).function.as_str());
-            folded.add(processes.name(s.pid, u64::MAX), frames, s.count);
-        }
-        folded.into_lines()
-    }
-
     /// The most common caller chains (outward from `function`, up to `depth` frames) of a function.
     pub fn callers(
         &self,

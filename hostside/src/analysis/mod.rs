@@ -3,11 +3,3 @@
 pub mod cpu;
 pub mod diff;
 pub mod heap;
-pub mod heap_diff;
-pub mod heap_finish;
-pub mod heap_live;
-pub mod heap_rules;
-pub mod heap_stream;
-pub mod heap_timeline;
-pub mod load;
-pub mod trace_tree;

@@ -4,10 +4,10 @@
 
 use std::io::{self, Write};
 
+use crate::analysis::heap::diff::HeapDiff;
+use crate::analysis::heap::timeline::Bucket;
 use crate::analysis::heap::{HeapProfile, Metric};
-use crate::analysis::heap_diff::HeapDiff;
-use crate::analysis::heap_timeline::Bucket;
-use crate::analysis::load::Loaded;
+use crate::output::context::ReportContext;
 use crate::output::text::{frame_label, header, location, pct, short};
 
 /// Columns of the chart.
@@ -45,12 +45,17 @@ fn seconds(ns: u64) -> String {
 }
 
 /// Writes the heap report.
-pub fn heap_report(out: &mut dyn Write, l: &Loaded, p: &HeapProfile, top: usize) -> io::Result<()> {
-    let start = l.recording.header().start_clock_ns;
+pub fn heap_report(
+    out: &mut dyn Write,
+    ctx: &ReportContext,
+    p: &HeapProfile,
+    top: usize,
+) -> io::Result<()> {
+    let start = ctx.header.start_clock_ns;
     let t = &p.totals;
     header(
         out,
-        l,
+        ctx,
         &format!(
             "{} allocations, {} heap events lost",
             t.allocations, p.lost_events

@@ -3,6 +3,76 @@
 
 use serde::Serialize;
 
+use crate::analysis::cpu::CpuProfile;
+use crate::analysis::heap::HeapProfile;
+use crate::output::context::ReportContext;
+use crate::output::{heap_json, info};
+
+/// Builds the `report --json` document: the recording, its modules, the CPU profile's `top`
+/// functions and, when given, the heap profile.
+pub fn report(
+    ctx: &ReportContext,
+    cpu: &CpuProfile,
+    heap: Option<&HeapProfile>,
+    top: usize,
+) -> ReportJson {
+    let h = &ctx.header;
+    ReportJson {
+        recording: RecordingJson {
+            arch: h.arch.clone(),
+            command: h.command.clone(),
+            complete: ctx.summary.complete,
+            frames: ctx.summary.frames,
+            bytes_discarded: ctx.summary.bytes_discarded,
+            duration_ns: ctx.duration_ns,
+            lost_samples: ctx.lost_samples,
+        },
+        modules: ctx
+            .modules
+            .iter()
+            .map(|m| ModuleJson {
+                path: m.path.clone(),
+                build_id: info::hex(&m.build_id),
+                debug_file: m.debug_file.as_ref().map(|p| p.display().to_string()),
+                match_kind: m.match_kind.as_str().to_string(),
+            })
+            .collect(),
+        cpu: Some(CpuJson {
+            samples: cpu.samples,
+            unsymbolized_frames: cpu.unsymbolized_frames,
+            stack_unwinding: (cpu.unwind.total() > 0).then_some(cpu.unwind),
+            functions: cpu
+                .functions
+                .iter()
+                .take(top)
+                .map(|f| {
+                    let fr = cpu.table.get(f.frame);
+                    FunctionJson {
+                        function: fr.function.clone(),
+                        file: fr.file.clone(),
+                        line: fr.line,
+                        module: fr.module.clone(),
+                        self_samples: f.self_samples,
+                        total: f.total_samples,
+                    }
+                })
+                .collect(),
+            threads: cpu
+                .threads
+                .iter()
+                .map(|t| ThreadJson {
+                    pid: t.pid,
+                    tid: t.tid,
+                    comm: t.comm.clone(),
+                    samples: t.samples,
+                })
+                .collect(),
+        }),
+        off_cpu: None,
+        heap: heap.map(|p| heap_json::heap_json(p, top, h.start_clock_ns)),
+    }
+}
+
 /// The whole report.
 #[derive(Serialize)]
 pub struct ReportJson {

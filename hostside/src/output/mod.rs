@@ -1,7 +1,10 @@
 //! Everything hostside prints or writes: the report (text and JSON), `info`, flame graphs and
 //! exports.
 
+pub mod context;
+pub mod diff;
 pub mod flame;
+pub mod folded;
 pub mod heap_json;
 pub mod heap_text;
 pub mod info;

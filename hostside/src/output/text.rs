@@ -6,8 +6,9 @@ use std::io::{self, Write};
 use crossprof_symbols::MatchKind;
 use crossprof_unwind::CutShort;
 
-use crate::analysis::load::Loaded;
+use crate::analysis::cpu::CpuProfile;
 use crate::frames::Frame;
+use crate::output::context::ReportContext;
 use crate::unwinding::UnwindStats;
 
 pub(crate) fn pct(n: u64, total: u64) -> f64 {
@@ -42,31 +43,31 @@ pub(crate) fn frame_label(f: &Frame) -> String {
 
 /// Writes the report's opening lines: file, command, board, what was recorded (`events`, e.g.
 /// "1234 samples, 0 lost") and how the modules matched.
-pub fn header(out: &mut dyn Write, l: &Loaded, events: &str) -> io::Result<()> {
-    let h = l.recording.header();
-    writeln!(out, "crossprof report: {}", l.recording.path().display())?;
+pub fn header(out: &mut dyn Write, ctx: &ReportContext, events: &str) -> io::Result<()> {
+    let h = &ctx.header;
+    writeln!(out, "crossprof report: {}", ctx.path.display())?;
     writeln!(out, "  command   {}", h.command.join(" "))?;
     writeln!(
         out,
         "  board     {} ({}), kernel {}, {} Hz {} call graphs",
         h.hostname, h.arch, h.kernel_release, h.sample_freq, h.call_graph
     )?;
-    let state = if l.summary.complete {
+    let state = if ctx.summary.complete {
         "complete".to_string()
     } else {
         format!(
             "INCOMPLETE ({} bytes discarded at the end)",
-            l.summary.bytes_discarded
+            ctx.summary.bytes_discarded
         )
     };
     writeln!(
         out,
         "  recording {:.2} s, {events}, {} frames, {state}",
-        l.duration_ns as f64 / 1e9,
-        l.summary.frames
+        ctx.duration_ns as f64 / 1e9,
+        ctx.summary.frames
     )?;
-    let modules = l.resolver.modules();
-    let count = |k: MatchKind| modules.iter().filter(|m| m.located.match_kind == k).count();
+    let modules = &ctx.modules;
+    let count = |k: MatchKind| modules.iter().filter(|m| m.match_kind == k).count();
     writeln!(
         out,
         "  modules   {} ({} by build-id, {} by path only, {} missing, {} mismatched)",
@@ -76,18 +77,11 @@ pub fn header(out: &mut dyn Write, l: &Loaded, events: &str) -> io::Result<()> {
         count(MatchKind::Missing),
         count(MatchKind::Mismatch)
     )?;
-    for m in modules.iter().filter(|m| {
-        matches!(
-            m.located.match_kind,
-            MatchKind::Mismatch | MatchKind::Missing
-        )
-    }) {
-        writeln!(
-            out,
-            "            {}: {}",
-            m.located.match_kind.as_str(),
-            m.key.path
-        )?;
+    for m in modules
+        .iter()
+        .filter(|m| matches!(m.match_kind, MatchKind::Mismatch | MatchKind::Missing))
+    {
+        writeln!(out, "            {}: {}", m.match_kind.as_str(), m.path)?;
     }
     Ok(())
 }
@@ -137,12 +131,16 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
 }
 
 /// Writes the CPU report.
-pub fn cpu_report(out: &mut dyn Write, l: &Loaded, top: usize) -> io::Result<()> {
-    let cpu = &l.cpu;
+pub fn cpu_report(
+    out: &mut dyn Write,
+    ctx: &ReportContext,
+    cpu: &CpuProfile,
+    top: usize,
+) -> io::Result<()> {
     header(
         out,
-        l,
-        &format!("{} samples, {} lost", cpu.samples, l.lost_samples),
+        ctx,
+        &format!("{} samples, {} lost", cpu.samples, ctx.lost_samples),
     )?;
     if cpu.samples == 0 {
         writeln!(out, "\nNo CPU samples in this recording.")?;

@@ -257,8 +257,28 @@ fn wait_readable(events: &Events, heap: Option<&Heap>, timeout_ms: i32) {
     unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
 }
 
-/// Records as the options say; returns rec's exit status.
+/// Records as the options say; returns rec's exit status. Three steps: [`start`] (output,
+/// target, events), [`record`] (drain the rings until the target ends or a stop is asked for)
+/// and [`finish`] (last drain, end record, warnings).
 pub fn run(opts: &Options) -> Result<i32, RecError> {
+    let mut live = start(opts)?;
+    let status = record(opts, &mut live);
+    finish(live, status)
+}
+
+/// A recording under way: where records go and where they come from.
+struct Live {
+    out: Output,
+    events: Events,
+    layout: parse::Layout,
+    child: Option<launch::Launched>,
+    heap: Option<Heap>,
+    scratch: Vec<u8>,
+}
+
+/// Opens the output, launches or finds the target, opens its perf events and writes the
+/// header, the vDSO and (when attaching) the /proc snapshot. The target runs on return.
+fn start(opts: &Options) -> Result<Live, RecError> {
     let file = create_output(opts)?;
     let request = events::Request {
         freq: opts.freq,
@@ -303,7 +323,6 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
             (events::for_attach(*pid, &request)?, None)
         }
     };
-    let mut events = events;
     let kernel = events.settings.kernel;
     let writer = FrameWriter::new(file, &header(opts, kernel))
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
@@ -335,13 +354,30 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
         (Target::Launch(_), None) => unreachable!("a launch always has a child"),
     }
     out.flush();
+    Ok(Live {
+        out,
+        events,
+        layout,
+        child,
+        heap: heap.map(|(h, _)| h),
+        scratch: Vec::with_capacity(4096),
+    })
+}
 
+/// The main loop: drains the rings, flushes on schedule and returns the target's exit status
+/// once it ended, the duration is up or a signal asked to stop.
+fn record(opts: &Options, live: &mut Live) -> i32 {
+    let Live {
+        out,
+        events,
+        layout,
+        child,
+        heap,
+        scratch,
+    } = live;
     let started = Instant::now();
     let mut last_flush = Instant::now();
-    let mut scratch = Vec::with_capacity(4096);
     let mut stop_at: Option<Instant> = None;
-    let mut status = 0;
-    let mut heap = heap.map(|(h, _)| h);
     let mut last_rss = Instant::now();
     let poll_ms = if heap.is_some() {
         HEAP_POLL_MS
@@ -353,13 +389,13 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
     }
     loop {
         let urgent = heap.as_ref().is_some_and(|h| h.urgent());
-        wait_readable(&events, heap.as_ref(), if urgent { 0 } else { poll_ms });
-        drain(&mut events, &mut out, &mut scratch, layout);
+        wait_readable(events, heap.as_ref(), if urgent { 0 } else { poll_ms });
+        drain(events, out, scratch, *layout);
         if let Some(h) = heap.as_mut() {
-            h.tick(&mut out);
+            h.tick(out);
             if last_rss.elapsed() >= RSS_EVERY {
-                h.sample_rss(&mut out);
-                h.reap(&mut out);
+                h.sample_rss(out);
+                h.reap(out);
                 last_rss = Instant::now();
             }
         }
@@ -372,8 +408,7 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
         match &child {
             Some(c) => {
                 if let Some(s) = try_wait(c.pid) {
-                    status = launch::exit_status(s);
-                    break;
+                    return launch::exit_status(s);
                 }
                 if stop && stop_at.is_none() {
                     if timed_out && signals::stop_requested().is_none() {
@@ -387,23 +422,34 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
                         "rec: {} did not exit after being asked to; stopping the recording anyway",
                         c.pid
                     );
-                    status = 128 + libc::SIGTERM;
-                    break;
+                    return 128 + libc::SIGTERM;
                 }
             }
             None => {
                 let Target::Attach(pid) = opts.target else {
-                    break;
+                    return 0;
                 };
                 // SAFETY: signal 0 only checks that the process exists.
                 let gone = unsafe { libc::kill(pid as i32, 0) } != 0
                     && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
                 if stop || gone {
-                    break;
+                    return 0;
                 }
             }
         }
     }
+}
+
+/// Drains what is left, closes the file with its End record and says what went missing.
+fn finish(live: Live, status: i32) -> Result<i32, RecError> {
+    let Live {
+        mut out,
+        mut events,
+        layout,
+        mut heap,
+        mut scratch,
+        ..
+    } = live;
     drain(&mut events, &mut out, &mut scratch, layout);
     if let Some(h) = heap.as_mut() {
         h.sample_rss(&mut out);

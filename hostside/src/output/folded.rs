@@ -2,6 +2,53 @@
 //! `export --format collapsed` are made of, built the same way for CPU and heap profiles.
 
 use std::collections::HashMap;
+use std::io::{self, Write};
+
+use crate::analysis::cpu::CpuProfile;
+use crate::analysis::heap::{HeapMetric, HeapProfile};
+use crate::processes::ProcessNames;
+
+/// CPU stacks as folded lines (`root;...;leaf count`), the input of flame graphs. The root is
+/// the process name, like perf's stackcollapse.
+pub fn cpu(p: &CpuProfile, names: &ProcessNames) -> Vec<String> {
+    let mut folded = Folded::default();
+    for s in &p.stacks {
+        let frames = s
+            .frames
+            .iter()
+            .rev()
+            .map(|&id| p.table.get(id).function.as_str());
+        folded.add(names.get(s.pid), frames, s.count);
+    }
+    folded.into_lines()
+}
+
+/// Heap stacks as folded lines (`process;main;...;site value`) weighted by `metric`, stacks
+/// with a zero value left out.
+pub fn heap(p: &HeapProfile, names: &ProcessNames, metric: HeapMetric) -> Vec<String> {
+    let mut folded = Folded::default();
+    for t in &p.traces {
+        let v = metric.of(&t.counts);
+        if v == 0 {
+            continue;
+        }
+        let frames = t
+            .frames
+            .iter()
+            .rev()
+            .map(|&id| p.table.get(id).function.as_str());
+        folded.add(names.get(t.pid), frames, v);
+    }
+    folded.into_lines()
+}
+
+/// Writes `export --format collapsed`: one folded line per distinct stack.
+pub fn write(out: &mut dyn Write, lines: &[String]) -> io::Result<()> {
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
 
 /// Folded stacks being summed: identical lines add up.
 #[derive(Default)]

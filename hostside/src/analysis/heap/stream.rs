@@ -1,7 +1,7 @@
 //! The streaming half of the heap analysis ([`crate::analysis::heap`]): one pass over the
 //! records that applies heaptrack's rules per address space and keeps per-trace and per-site
 //! counters, symbolizing each allocation site the first time it allocates. The summing up
-//! after the pass is in [`crate::analysis::heap_finish`].
+//! after the pass is in [`crate::analysis::heap::finish`].
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -9,12 +9,12 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use crossprof_format::{Alloc, Free, Record};
 use rustc_hash::FxHashMap;
 
+use crate::analysis::heap::rules::{Block, SpaceHeap};
+use crate::analysis::heap::timeline::Timeline;
+use crate::analysis::heap::trace_tree::{TraceId, TraceTree, EMPTY_TRACE};
 use crate::analysis::heap::{
     HeapAnomalies, HeapOptions, HeapTotals, HEAP_CLOCK_SLACK_NS, OPERATOR_NEW, UNKNOWN_STACK,
 };
-use crate::analysis::heap_rules::{Block, SpaceHeap};
-use crate::analysis::heap_timeline::Timeline;
-use crate::analysis::trace_tree::{TraceId, TraceTree, EMPTY_TRACE};
 use crate::frames::{Frame, FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
 use crate::recording::Item;

@@ -21,8 +21,8 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::analysis::heap_live::LiveMap;
-use crate::analysis::trace_tree::TraceId;
+use crate::analysis::heap::live::LiveMap;
+use crate::analysis::heap::trace_tree::TraceId;
 
 /// heaptrack's *allocation info*: an allocation's size and stack.
 pub type Info = (u64, TraceId);

@@ -1,5 +1,14 @@
 //! One recording, opened and analysed: the shared first step of `report`, `flamegraph`,
-//! `export` and `diff`.
+//! `export` and `diff`. The steps run one way, each using only what the ones before it made:
+//!
+//! 1. [`Recording`]: the file, its header and a tolerant reader;
+//! 2. [`Processes`]: tasks, address spaces and the modules mapped into them (one metadata pass);
+//! 3. [`Resolver`]: each module located in the sysroot (build-id, debuglink, path) and loaded;
+//! 4. [`StackUnwinder`] and [`cpu::analyze`]: stack copies unwound, samples aggregated by
+//!    distinct stack, then every distinct address resolved once into frames;
+//! 5. the profiles ([`CpuProfile`], and on demand [`HeapProfile`] from [`Loaded::heap`]);
+//! 6. [`Loaded::context`]: the small [`ReportContext`] that, with a profile, is all an output
+//!    in [`crate::output`] reads.
 
 use std::path::Path;
 
@@ -9,6 +18,7 @@ use crossprof_symbols::Lookup;
 
 use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::heap::{self, HeapOptions, HeapProfile};
+use crate::output::context::{ModuleRow, ReportContext};
 use crate::processes::Processes;
 use crate::recording::Recording;
 use crate::resolve::Resolver;
@@ -116,6 +126,30 @@ impl Loaded {
     /// Runs the heap analysis (one more pass over the file, decoded on another thread).
     pub fn heap(&self, opts: HeapOptions) -> HeapProfile {
         heap::analyze_recording(&self.recording, &self.processes, &self.resolver, opts)
+    }
+
+    /// What the outputs need besides a profile. Call it after the analyses: module load
+    /// errors are only known once the modules were used.
+    pub fn context(&self) -> ReportContext {
+        ReportContext {
+            path: self.recording.path().to_path_buf(),
+            header: self.recording.header().clone(),
+            summary: self.summary.clone(),
+            duration_ns: self.duration_ns,
+            lost_samples: self.lost_samples,
+            modules: self
+                .resolver
+                .modules()
+                .into_iter()
+                .map(|m| ModuleRow {
+                    path: m.key.path,
+                    build_id: m.key.build_id,
+                    debug_file: m.located.debug_file,
+                    match_kind: m.located.match_kind,
+                })
+                .collect(),
+            names: self.processes.final_names(),
+        }
     }
 }
 

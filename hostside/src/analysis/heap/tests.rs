@@ -7,7 +7,6 @@ use crossprof_format::{Alloc, Comm, End, Free, Lost, Record, Rss, StackNode, Tas
 use crossprof_symbols::Lookup;
 
 use super::*;
-use crate::analysis::heap_diff;
 use crate::processes::Processes;
 use crate::resolve::Resolver;
 
@@ -367,9 +366,11 @@ fn same_call_site_through_different_callers_is_one_site() {
         .map(|&f| p.table.get(f).function.as_str())
         .collect();
     assert_eq!(names, ["0x100", "0x600"]);
-    let folded = p.folded(&processes, HeapMetric::Allocations);
+    let folded = crate::output::folded::heap(&p, &processes.final_names(), HeapMetric::Allocations);
     assert_eq!(folded, ["?;0x500;0x100 1", "?;0x600;0x100 2"]);
-    assert!(p.folded(&processes, HeapMetric::Temporary).is_empty());
+    assert!(
+        crate::output::folded::heap(&p, &processes.final_names(), HeapMetric::Temporary).is_empty()
+    );
 }
 
 #[test]
@@ -383,9 +384,9 @@ fn peak_flame_graph_adds_up_to_the_peak() {
         .alloc(1, 1, 0x4, 350, 2);
     let (p, processes) = s.run();
     assert_eq!(p.totals.peak_bytes, 650);
-    let lines = p.folded(&processes, HeapMetric::Peak);
+    let lines = crate::output::folded::heap(&p, &processes.final_names(), HeapMetric::Peak);
     assert_eq!(lines, ["?;0x200 650"]);
-    let lines = p.folded(&processes, HeapMetric::Leaked);
+    let lines = crate::output::folded::heap(&p, &processes.final_names(), HeapMetric::Leaked);
     assert_eq!(lines, ["?;0x200 650"]);
 }
 
@@ -530,7 +531,7 @@ fn diff_matches_sites_and_reports_changes() {
         .alloc(1, 1, 0x2, 40, 2);
     let (pa, _) = a.run();
     let (pb, _) = b.run();
-    let d = heap_diff::diff(&pa, &pb);
+    let d = diff::diff(&pa, &pb);
     assert_eq!(d.delta.allocations, 1);
     assert_eq!(d.delta.leaked_bytes, 60 - 20);
     assert_eq!(d.delta.temporary, -1);
@@ -541,5 +542,5 @@ fn diff_matches_sites_and_reports_changes() {
     assert_eq!(row("0x300").old.allocations, 0);
     assert_eq!(row("0x300").new.leaked_bytes, 40);
     // Nothing changed: no rows.
-    assert!(heap_diff::diff(&pa, &pa).sites.is_empty());
+    assert!(diff::diff(&pa, &pa).sites.is_empty());
 }

@@ -1,16 +1,16 @@
-//! The summing up of the heap analysis after its pass ([`crate::analysis::heap_stream`]):
+//! The summing up of the heap analysis after its pass ([`crate::analysis::heap::stream`]):
 //! traces and sites with their counts, leaks (with heaptrack's suppressions), the largest
 //! allocations and the timeline, in a deterministic order.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
+use crate::analysis::heap::stream::{unknown_stack_frame, State};
+use crate::analysis::heap::trace_tree::TraceId;
 use crate::analysis::heap::{
     HeapCounts, HeapProfile, LargeAllocation, SiteRow, TraceRow, BUILTIN_SUPPRESSIONS,
     OPERATOR_NEW, STOP_FUNCTIONS,
 };
-use crate::analysis::heap_stream::{unknown_stack_frame, State};
-use crate::analysis::trace_tree::TraceId;
 use crate::frames::{Frame, FrameId};
 
 impl State<'_> {

@@ -1,0 +1,132 @@
+//! Heap profile: every allocation and free of a `rec --heap` recording, counted with heaptrack's
+//! definitions and attributed to symbolized sites.
+//!
+//! One streaming pass ([`stream`], while another thread decodes the file),
+//! then the summing up ([`finish`]). Allocation stacks are canonicalized
+//! by [`trace_tree::TraceTree`]; per address space,
+//! [`rules::SpaceHeap`] applies heaptrack's rules (which free releases what, which allocation is
+//! temporary). Counts are kept per canonical stack ("trace") and per *site*, the location that
+//! called the allocator: the innermost frame of the first stack entry that is not one of the
+//! `operator new` overloads heaptrack skips. A trace's site is symbolized the first time it
+//! allocates (a handful of addresses per distinct stack), so per-site peaks can be tracked while
+//! streaming; the remaining frames are resolved at the end, in parallel.
+//!
+//! Definitions (see DESIGN.md, and [`rules`] for the counting rules):
+//! - `peak_bytes` of the whole heap is the maximum of live bytes, summed over processes, reached
+//!   first at `peak_time`; a site's `peak_bytes` is the maximum of its own live bytes, and its
+//!   `at_peak_bytes` what it held at the moment of the global peak (heaptrack_print's per-site
+//!   "peak"; these add up to the global peak).
+//! - `leaked` is what was still live at the end, minus allocations whose stack matches one of
+//!   heaptrack's built-in leak suppressions (reported as `suppressed`).
+//!
+//! Memory: about 4 bytes per live block ([`live`]), one small record per
+//! distinct (size, stack) pair, stack node and site; nothing grows with the number of events.
+//! Symbolization is limited to the sites (as they first allocate) and, at the end, the frames
+//! of the stacks that allocated.
+//!
+//! The parts, in the order data flows through them: [`stream`] (the pass over the events),
+//! [`trace_tree`] (canonical stacks), [`rules`] and [`live`] (heaptrack's counting rules over
+//! the live blocks of one address space), [`timeline`] (heap and RSS over time), [`finish`]
+//! (sites, traces and totals) into a [`HeapProfile`] ([`profile`]); [`diff`] compares two.
+
+pub mod diff;
+pub mod finish;
+pub mod live;
+pub mod profile;
+pub mod rules;
+pub mod stream;
+pub mod timeline;
+pub mod trace_tree;
+
+pub use profile::{
+    HeapAnomalies, HeapCounts, HeapMetric, HeapProfile, HeapTotals, LargeAllocation, Metric,
+    SiteRow, TraceRow,
+};
+
+use crate::analysis::heap::stream::State;
+use crate::processes::Processes;
+use crate::recording::{Pass, Recording};
+use crate::resolve::Resolver;
+
+/// Functions heaptrack removes from the inner end of a stack: the site is their caller.
+pub const OPERATOR_NEW: [&str; 4] = [
+    "operator new(unsigned long)",
+    "operator new[](unsigned long)",
+    "operator new(unsigned int)",
+    "operator new[](unsigned int)",
+];
+
+/// Frames a printed stack ends with (heaptrack's stop functions); what lies outside is start-up.
+pub const STOP_FUNCTIONS: [&str; 3] = [
+    "main",
+    "__libc_start_main",
+    "__static_initialization_and_destruction_0",
+];
+
+/// heaptrack's built-in leak suppressions (substring matches on function, file or module):
+/// one-time allocations of the C library, the dynamic linker and GLib that are never freed.
+pub const BUILTIN_SUPPRESSIONS: [&str; 7] = [
+    "__nss_module_allocate",
+    "__gconv_read_conf",
+    "__new_exitfn",
+    "tzset_internal",
+    "dl_open_worker",
+    "g_main_context_new",
+    "g_thread_self",
+];
+
+/// How far a heap event's time may lag behind the true time. The interposer stamps events with
+/// the kernel tick's clock (`CLOCK_MONOTONIC_COARSE`, 1 to 10 ms behind), while `rec` stamps an
+/// exec precisely, so the first events of a freshly exec'd image can carry a time just before
+/// the exec. An event is placed in the image that runs [`HEAP_CLOCK_SLACK_NS`] after its stamp.
+pub const HEAP_CLOCK_SLACK_NS: u64 = 10_000_000;
+
+/// Name of the site of allocations whose stack is unknown.
+pub const UNKNOWN_STACK: &str = "[unknown stack]";
+
+/// Options of the analysis.
+#[derive(Debug, Clone, Copy)]
+pub struct HeapOptions {
+    /// How many of the largest single allocations to keep.
+    pub largest: usize,
+    /// Apply heaptrack's built-in leak suppressions.
+    pub suppressions: bool,
+}
+
+impl Default for HeapOptions {
+    fn default() -> Self {
+        HeapOptions {
+            largest: 20,
+            suppressions: true,
+        }
+    }
+}
+
+/// Streams the heap events of a recording and builds the profile. `start` is the recording's
+/// start on the board clock (the header's `start_clock_ns`).
+pub fn analyze(
+    records: Pass<'_>,
+    processes: &Processes,
+    resolver: &Resolver,
+    start: u64,
+    opts: HeapOptions,
+) -> HeapProfile {
+    let mut st = State::new(processes, resolver, start, opts);
+    records(&mut |r| st.record(r));
+    st.finish()
+}
+
+/// [`analyze`] on a whole recording, decoded on another thread while this one counts.
+pub fn analyze_recording(
+    recording: &Recording,
+    processes: &Processes,
+    resolver: &Resolver,
+    opts: HeapOptions,
+) -> HeapProfile {
+    let mut st = State::new(processes, resolver, recording.header().start_clock_ns, opts);
+    recording.for_each_item_in_background(|item| st.item(item));
+    st.finish()
+}
+
+#[cfg(test)]
+mod tests;
