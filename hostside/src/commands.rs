@@ -61,7 +61,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && l.has_heap && l.cpu.samples == 0);
             let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
-            let ctx = l.context();
+            let ctx = l.context(profile.as_ref());
             let mut out = io::stdout().lock();
             if json {
                 let report = json::report(&ctx, &l.cpu, profile.as_ref(), top);

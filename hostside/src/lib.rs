@@ -10,6 +10,7 @@
 pub mod analysis;
 pub mod cli;
 pub mod commands;
+pub mod diagnostics;
 pub mod frames;
 pub mod output;
 pub mod pipeline;

@@ -10,6 +10,7 @@
 //! 6. [`Loaded::context`]: the small [`ReportContext`] that, with a profile, is all an output
 //!    in [`crate::output`] reads.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Result};
@@ -18,6 +19,7 @@ use crossprof_symbols::Lookup;
 
 use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::heap::{self, HeapOptions, HeapProfile};
+use crate::diagnostics::{self, Sources};
 use crate::output::context::{ModuleRow, ReportContext};
 use crate::processes::Processes;
 use crate::recording::Recording;
@@ -38,6 +40,9 @@ pub struct Loaded {
     pub cpu: CpuProfile,
     /// Samples the kernel or recorder dropped.
     pub lost_samples: u64,
+    /// Every `Lost` record's count, summed by kind (`samples`, `heap`, and what `rec` could
+    /// not decode, resynchronize or enable).
+    pub lost: BTreeMap<String, u64>,
     /// Nanoseconds from the recording's start to its end (or its last event).
     pub duration_ns: u64,
     /// Whether the file holds heap allocation records.
@@ -55,7 +60,7 @@ pub fn load(path: &Path, lookup: &Lookup) -> Result<Loaded> {
 /// frames hold.
 pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
     let mut last_time = 0u64;
-    let mut lost_samples = 0u64;
+    let mut lost: BTreeMap<String, u64> = BTreeMap::new();
     let mut end_time = None;
     let mut has_heap = false;
     let mut has_switches = false;
@@ -64,7 +69,10 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
     let processes = Processes::build(&mut |f| {
         summary = recording.for_each_metadata(|r| {
             match &r {
-                Record::Lost(l) if l.kind == "samples" => lost_samples += l.count,
+                Record::Lost(l) => {
+                    let n = lost.entry(l.kind.clone()).or_default();
+                    *n = n.saturating_add(l.count);
+                }
                 Record::End(e) => end_time = Some(e.time),
                 Record::Sample(s) => {
                     has_samples = true;
@@ -115,7 +123,8 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
         processes,
         resolver,
         cpu,
-        lost_samples,
+        lost_samples: lost.get("samples").copied().unwrap_or(0),
+        lost,
         duration_ns,
         has_heap,
         has_switches,
@@ -128,18 +137,26 @@ impl Loaded {
         heap::analyze_recording(&self.recording, &self.processes, &self.resolver, opts)
     }
 
-    /// What the outputs need besides a profile. Call it after the analyses: module load
-    /// errors are only known once the modules were used.
-    pub fn context(&self) -> ReportContext {
+    /// What the outputs need besides a profile, with the [`diagnostics`] of this recording
+    /// and of `heap` when the report shows one. Call it after the analyses: module load errors
+    /// are only known once the modules were used.
+    pub fn context(&self, heap: Option<&HeapProfile>) -> ReportContext {
+        let modules = self.resolver.modules();
+        let diagnostics = diagnostics::gather(&Sources {
+            bytes_discarded: self.summary.bytes_discarded,
+            lost: &self.lost,
+            modules: &modules,
+            vdso_error: self.resolver.vdso_error(),
+            unwind: &self.cpu.unwind,
+            heap,
+        });
         ReportContext {
             path: self.recording.path().to_path_buf(),
             header: self.recording.header().clone(),
             summary: self.summary.clone(),
             duration_ns: self.duration_ns,
             lost_samples: self.lost_samples,
-            modules: self
-                .resolver
-                .modules()
+            modules: modules
                 .into_iter()
                 .map(|m| ModuleRow {
                     path: m.key.path,
@@ -149,6 +166,7 @@ impl Loaded {
                 })
                 .collect(),
             names: self.processes.final_names(),
+            diagnostics,
         }
     }
 }

@@ -20,6 +20,12 @@ pub struct ModuleInfo {
     pub located: Located,
     /// Why loading failed, if it did.
     pub load_error: Option<String>,
+    /// Why its DWARF was present but unusable (names then come from symbol tables).
+    pub dwarf_error: Option<String>,
+    /// Whether its DWARF was turned off after the parser panicked during a lookup.
+    pub dwarf_disabled: bool,
+    /// Other sources that were present but unusable (MiniDebugInfo, an unreadable image).
+    pub warnings: Vec<String>,
 }
 
 /// Resolves addresses of one recording.
@@ -28,6 +34,8 @@ pub struct Resolver {
     keys: Vec<ModuleKey>,
     loaded: Vec<OnceLock<Result<Module, String>>>,
     vdso: Option<Module>,
+    /// Why the vDSO image copied from the board could not be parsed, if it could not.
+    vdso_error: Option<String>,
     kallsyms: Option<Kallsyms>,
 }
 
@@ -57,16 +65,22 @@ impl Resolver {
             })
             .collect::<Vec<_>>();
         let loaded = processes.modules.iter().map(|_| OnceLock::new()).collect();
-        let vdso = processes
+        let (vdso, vdso_error) = match processes
             .vdso
             .as_ref()
-            .and_then(|b| Module::from_bytes(b.data.clone()).ok());
+            .map(|b| Module::from_bytes(b.data.clone()))
+        {
+            Some(Ok(m)) => (Some(m), None),
+            Some(Err(e)) => (None, Some(e.to_string())),
+            None => (None, None),
+        };
         let kallsyms = processes.kallsyms.as_deref().map(Kallsyms::parse);
         Resolver {
             located,
             keys: processes.modules.clone(),
             loaded,
             vdso,
+            vdso_error,
             kallsyms,
         }
     }
@@ -81,12 +95,35 @@ impl Resolver {
         self.keys
             .iter()
             .enumerate()
-            .map(|(i, key)| ModuleInfo {
-                key: key.clone(),
-                located: self.located[i].clone(),
-                load_error: self.loaded[i].get().and_then(|r| r.as_ref().err().cloned()),
+            .map(|(i, key)| {
+                let loaded = if key.path == "[vdso]" {
+                    self.vdso.as_ref()
+                } else {
+                    self.loaded[i].get().and_then(|r| r.as_ref().ok())
+                };
+                ModuleInfo {
+                    key: key.clone(),
+                    located: self.located[i].clone(),
+                    load_error: self.loaded[i].get().and_then(|r| r.as_ref().err().cloned()),
+                    dwarf_error: loaded.and_then(|m| m.dwarf_error().map(str::to_string)),
+                    dwarf_disabled: loaded.is_some_and(|m| m.dwarf_disabled()),
+                    warnings: loaded.map_or_else(Vec::new, |m| {
+                        m.warnings()
+                            .iter()
+                            // The DWARF warning is reported through `dwarf_error`.
+                            .filter(|w| !m.dwarf_error().is_some_and(|d| w.starts_with(d)))
+                            .cloned()
+                            .collect()
+                    }),
+                }
             })
             .collect()
+    }
+
+    /// Why the vDSO copied from the board did not parse as ELF (its frames are then
+    /// addresses), if it did not.
+    pub fn vdso_error(&self) -> Option<&str> {
+        self.vdso_error.as_deref()
     }
 
     /// Loads every module's symbols now, in parallel. Called on a helper thread while the

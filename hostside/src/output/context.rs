@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crossprof_format::{Header, Summary};
 use crossprof_symbols::MatchKind;
 
+use crate::diagnostics::Diagnostic;
 use crate::processes::ProcessNames;
 
 /// One module and how it was matched in the sysroot.
@@ -39,4 +40,6 @@ pub struct ReportContext {
     pub modules: Vec<ModuleRow>,
     /// Task names at the end of the recording, to label stacks by process.
     pub names: ProcessNames,
+    /// Every fallback the analysis took.
+    pub diagnostics: Vec<Diagnostic>,
 }

@@ -216,7 +216,7 @@ pub fn heap_report(
             )?;
         }
     }
-    Ok(())
+    crate::output::text::diagnostics(out, &ctx.diagnostics)
 }
 
 /// The columns of the chart: the highest value of the buckets each column covers.

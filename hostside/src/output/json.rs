@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::HeapProfile;
+use crate::diagnostics::Diagnostic;
 use crate::output::context::ReportContext;
 use crate::output::{heap_json, info};
 
@@ -37,6 +38,7 @@ pub fn report(
                 match_kind: m.match_kind.as_str().to_string(),
             })
             .collect(),
+        diagnostics: ctx.diagnostics.clone(),
         cpu: Some(CpuJson {
             samples: cpu.samples,
             unsymbolized_frames: cpu.unsymbolized_frames,
@@ -80,6 +82,8 @@ pub struct ReportJson {
     pub recording: RecordingJson,
     /// Every code module and how it was matched in the sysroot.
     pub modules: Vec<ModuleJson>,
+    /// Every fallback the analysis took, with a count and what to do.
+    pub diagnostics: Vec<Diagnostic>,
     /// CPU samples, or null when the report is not about CPU.
     pub cpu: Option<CpuJson>,
     /// Off-CPU time, or null when not recorded.

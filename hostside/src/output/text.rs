@@ -7,6 +7,7 @@ use crossprof_symbols::MatchKind;
 use crossprof_unwind::CutShort;
 
 use crate::analysis::cpu::CpuProfile;
+use crate::diagnostics::Diagnostic;
 use crate::frames::Frame;
 use crate::output::context::ReportContext;
 use crate::unwinding::UnwindStats;
@@ -130,6 +131,23 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes the `Diagnostics` section: every fallback with its count and what to do (nothing
+/// when the analysis took none).
+pub fn diagnostics(out: &mut dyn Write, list: &[Diagnostic]) -> io::Result<()> {
+    if list.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nDiagnostics (what the analysis fell back on)")?;
+    for d in list {
+        let kind = match d.reason {
+            Some(r) => format!("{} ({r})", d.kind.name()),
+            None => d.kind.name().to_string(),
+        };
+        writeln!(out, "  {:>8}  {kind}: {}", d.count, d.message)?;
+    }
+    Ok(())
+}
+
 /// Writes the CPU report.
 pub fn cpu_report(
     out: &mut dyn Write,
@@ -144,7 +162,7 @@ pub fn cpu_report(
     )?;
     if cpu.samples == 0 {
         writeln!(out, "\nNo CPU samples in this recording.")?;
-        return Ok(());
+        return diagnostics(out, &ctx.diagnostics);
     }
     unwinding(out, &cpu.unwind)?;
     let unsym = pct(
@@ -218,5 +236,5 @@ pub fn cpu_report(
             t.comm
         )?;
     }
-    Ok(())
+    diagnostics(out, &ctx.diagnostics)
 }

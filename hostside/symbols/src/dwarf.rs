@@ -89,6 +89,12 @@ impl Dwarf {
         std::panic::catch_unwind(AssertUnwindSafe(lookup)).unwrap_or_default()
     }
 
+    /// True once a lookup panicked inside addr2line: this file's DWARF is off from then on
+    /// and its addresses are named from the symbol tables.
+    pub(crate) fn disabled(&self) -> bool {
+        self.context.is_poisoned()
+    }
+
     fn frames_locked(context: &addr2line::Context<Reader>, svma: u64) -> Vec<SymFrame> {
         let mut out = Vec::new();
         let Ok(mut iter) = context.find_frames(svma).skip_all_loads() else {

@@ -51,6 +51,8 @@ struct Counters {
 /// A module ready for address lookups. `Send + Sync`: share one per module across threads.
 pub struct Module {
     dwarf: Option<Dwarf>,
+    /// Why the debug file's DWARF could not be used, when it had some.
+    dwarf_error: Option<String>,
     symbols: SymbolTable,
     segments: Vec<Segment>,
     warnings: Vec<String>,
@@ -120,11 +122,11 @@ impl Module {
     }
 
     fn build(debug: &Part<'_>, image: Option<&Part<'_>>, mut warnings: Vec<String>) -> Module {
-        let dwarf = match Dwarf::load(&debug.file, debug.backing, debug.path) {
-            Ok(d) => d,
+        let (dwarf, dwarf_error) = match Dwarf::load(&debug.file, debug.backing, debug.path) {
+            Ok(d) => (d, None),
             Err(e) => {
                 warnings.push(format!("{e}; using symbol tables instead"));
-                None
+                (None, Some(e.to_string()))
             }
         };
         let binary = image.unwrap_or(debug);
@@ -147,6 +149,7 @@ impl Module {
         symbols.add(&binary.file, binary.backing, Source::Dynsym);
         Module {
             dwarf,
+            dwarf_error,
             symbols: symbols.finish(),
             segments: elf_info::segments(&binary.file),
             warnings,
@@ -195,6 +198,18 @@ impl Module {
     /// True when the module has DWARF (so frames carry file:line and inlines).
     pub fn has_dwarf(&self) -> bool {
         self.dwarf.is_some()
+    }
+
+    /// Why the debug file's DWARF was present but unusable (damaged, or its parser panicked
+    /// while loading): names then come from the symbol tables, without file:line or inlines.
+    pub fn dwarf_error(&self) -> Option<&str> {
+        self.dwarf_error.as_deref()
+    }
+
+    /// True once a DWARF lookup panicked inside the parser: the module's DWARF is turned off
+    /// for the rest of the run and its addresses are named from the symbol tables.
+    pub fn dwarf_disabled(&self) -> bool {
+        self.dwarf.as_ref().is_some_and(|d| d.disabled())
     }
 
     /// Number of distinct function addresses in the merged symbol tables.

@@ -12,7 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use crossprof_format::{
-    Arch, Blob, Comm, End, FrameWriter, Header, HeapEvent, Record, FORMAT_VERSION,
+    Arch, Blob, Comm, End, FrameWriter, Header, HeapEvent, Lost, Record, FORMAT_VERSION,
 };
 
 use crate::cli::{Options, Target};
@@ -87,6 +87,18 @@ impl Output {
     fn fail(&mut self, e: std::io::Error) {
         self.writer = None;
         self.failed = Some(e);
+    }
+
+    /// Writes a `Lost` record of `kind` when `count` is not zero: events rec itself could not
+    /// record (the kernel's own losses come as decoded `Lost` records).
+    fn lost(&mut self, kind: &str, count: u64) {
+        if count > 0 {
+            self.push(&Record::Lost(Lost {
+                time: monotonic_ns(),
+                count,
+                kind: kind.into(),
+            }));
+        }
     }
 
     /// Handles one decoded kernel record.
@@ -232,14 +244,21 @@ fn snapshot(out: &mut Output, pid: u32) {
     }
 }
 
+/// Moves every record in the rings to the output. Records of a wanted type that do not
+/// decode, and rings that had to be resynchronized, are written down as `Lost` records
+/// (`undecodable`, `resync`) so the report can say what is missing.
 fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>, layout: parse::Layout) {
+    let (mut undecodable, mut resyncs) = (0u64, 0u64);
     for ring in &mut events.rings {
-        ring.drain(scratch, |raw| {
-            if let Some(r) = parse::decode(raw, layout) {
-                out.record(r);
-            }
+        let resynced = ring.drain(scratch, |raw| match parse::decode(raw, layout) {
+            Some(r) => out.record(r),
+            None if parse::is_handled(raw) => undecodable += 1,
+            None => {}
         });
+        resyncs += u64::from(resynced);
     }
+    out.lost("undecodable", undecodable);
+    out.lost("resync", resyncs);
 }
 
 fn wait_readable(events: &Events, heap: Option<&Heap>, timeout_ms: i32) {
@@ -340,9 +359,21 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         (Target::Attach(pid), _) => {
             snapshot(&mut out, *pid);
             signals::install(None);
-            for fd in &events.fds {
-                let _ = crate::perf::attr::ioctl(fd, crate::perf::attr::IOC_ENABLE, 0);
+            let failed = events
+                .fds
+                .iter()
+                .filter(|fd| {
+                    crate::perf::attr::ioctl(fd, crate::perf::attr::IOC_ENABLE, 0).is_err()
+                })
+                .count() as u64;
+            if failed > 0 {
+                eprintln!(
+                    "rec: {failed} of {} perf events could not be enabled; those threads or CPUs \
+                     are not sampled",
+                    events.fds.len()
+                );
             }
+            out.lost("enable-failed", failed);
         }
         (Target::Launch(_), Some(c)) => {
             signals::install(Some(c.pid));

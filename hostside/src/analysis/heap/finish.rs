@@ -32,6 +32,14 @@ impl State<'_> {
                 continue;
             }
             let t = i as TraceId;
+            if self
+                .tree
+                .chain(t)
+                .nth(crossprof_heap_wire::MAX_FRAMES - 1)
+                .is_some()
+            {
+                self.anomalies.depth_limited_allocations += acc.allocations;
+            }
             let (frames, suppressed) = self.display_frames(t, &suppressed_patterns, unknown);
             let at_peak = if acc.epoch == epoch {
                 acc.snap

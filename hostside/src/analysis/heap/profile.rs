@@ -104,6 +104,9 @@ pub struct HeapAnomalies {
     pub reused_live_addresses: u64,
     /// Allocation records with a null address (ignored, as heaptrack does).
     pub null_allocations: u64,
+    /// Allocations whose stack holds the interposer's most frames
+    /// (`crossprof_heap_wire::MAX_FRAMES`): it cut their outer end.
+    pub depth_limited_allocations: u64,
 }
 
 /// The whole heap analysis.

@@ -86,7 +86,11 @@ pub struct Lost {
     pub time: u64,
     /// How many records were lost.
     pub count: u64,
-    /// What was lost: `samples` (kernel ring buffer overflow) or `heap` (interposer queue full).
+    /// What was lost: `samples` (kernel ring buffer overflow), `heap` (interposer queue full),
+    /// or what `rec` itself could not record: `undecodable` (perf records of a wanted type it
+    /// could not decode), `resync` (perf rings skipped to their head after an impossible
+    /// record header; the count is of resynchronizations) and `enable-failed` (perf events
+    /// that could not be enabled when attaching).
     pub kind: String,
 }
 

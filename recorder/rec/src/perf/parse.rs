@@ -72,6 +72,19 @@ pub struct Layout {
     pub stack: bool,
 }
 
+/// Whether `raw` is of a record type [`decode`] handles: such a record that does not decode
+/// is damaged (and counted), any other type is simply not wanted.
+pub fn is_handled(raw: &[u8]) -> bool {
+    let ty = raw
+        .get(0..4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_ne_bytes);
+    matches!(
+        ty,
+        Some(RECORD_SAMPLE | RECORD_MMAP2 | RECORD_COMM | RECORD_FORK | RECORD_EXIT | RECORD_LOST)
+    )
+}
+
 /// Decodes one raw record (header included). MMAP2 records without a kernel-provided build-id
 /// come back with an empty `build_id` for the caller to fill in.
 pub fn decode(raw: &[u8], layout: Layout) -> Option<Record> {
@@ -285,6 +298,10 @@ mod tests {
     fn truncated_records_are_skipped() {
         let r = rec(RECORD_SAMPLE, 0, &[0; 12]);
         assert_eq!(decode(&r, Layout::default()), None);
+        // Counted as damaged, unlike a record type rec does not ask for (THROTTLE, 5).
+        assert!(is_handled(&r));
+        assert!(!is_handled(&rec(5, 0, &[0; 16])));
+        assert!(!is_handled(&[1, 2]));
         assert_eq!(decode(&[1, 2, 3], Layout::default()), None);
         // A sample whose chain length runs past the record.
         let mut b = vec![0u8; 40];

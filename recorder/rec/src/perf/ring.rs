@@ -78,8 +78,11 @@ impl Ring {
     }
 
     /// Calls `f` with each complete record (header included) now in the ring, then releases
-    /// the space. `scratch` holds a record that wraps around the end of the buffer.
-    pub fn drain(&mut self, scratch: &mut Vec<u8>, mut f: impl FnMut(&[u8])) {
+    /// the space. `scratch` holds a record that wraps around the end of the buffer. Returns
+    /// true when a record header was impossible and the rest of the ring was skipped (a
+    /// resynchronization: the caller reports the loss).
+    pub fn drain(&mut self, scratch: &mut Vec<u8>, mut f: impl FnMut(&[u8])) -> bool {
+        let mut resynced = false;
         let head = self.head().load(Ordering::Acquire);
         let mut tail = self.tail().load(Ordering::Relaxed);
         while tail < head {
@@ -89,6 +92,7 @@ impl Ring {
             if size < 8 || tail + size > head {
                 // Cannot happen with a sane kernel; resynchronize rather than loop.
                 tail = head;
+                resynced = true;
                 break;
             }
             scratch.clear();
@@ -99,6 +103,7 @@ impl Ring {
         }
         fence(Ordering::Release);
         self.tail().store(tail, Ordering::Release);
+        resynced
     }
 
     fn copy(&self, pos: u64, out: &mut [u8]) {

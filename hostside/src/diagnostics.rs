@@ -1,0 +1,361 @@
+//! Every fallback the analysis took, counted and explained: the `diagnostics` section of the
+//! text and JSON reports (field names in DESIGN.md). A weaker answer is never silent: a module
+//! not found, debug info that could not be used, a stack cut short, events `rec` could not
+//! decode or had to drop each become one entry with a count and a message that says what
+//! happened and what to do.
+//!
+//! The pipeline gathers them from the parts that know ([`crate::pipeline::Loaded::context`]);
+//! outputs only print them.
+
+use std::collections::BTreeMap;
+
+use crossprof_symbols::MatchKind;
+use crossprof_unwind::CutShort;
+use serde::Serialize;
+
+use crate::analysis::heap::HeapProfile;
+use crate::resolve::ModuleInfo;
+use crate::unwinding::UnwindStats;
+
+/// One fallback and how often it was taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// What happened, a stable kebab-case name (see [`Kind`]).
+    pub kind: Kind,
+    /// For kinds with several causes (`unwind-cut-short`), which one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// How many times: modules, samples, allocations, records or bytes, as the message says.
+    pub count: u64,
+    /// What happened and what to do about it.
+    pub message: String,
+}
+
+/// The kinds of fallback. The JSON names (kebab-case) are a contract: add, never rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Kind {
+    /// The recording's end was torn or corrupt (count: bytes discarded).
+    RecordingIncomplete,
+    /// The kernel dropped samples (count: samples).
+    SamplesLost,
+    /// The interposer dropped heap events (count: events).
+    HeapEventsLost,
+    /// Perf records `rec` read but could not decode (count: records).
+    PerfRecordsUndecoded,
+    /// A perf ring buffer held an impossible record size and was skipped to its head (count:
+    /// resynchronizations).
+    RingResync,
+    /// Perf events that could not be enabled when attaching (count: events).
+    AttachEnableFailed,
+    /// Modules not found in the sysroot (count: modules).
+    ModuleMissing,
+    /// Modules whose sysroot file has another build-id (count: modules).
+    ModuleMismatch,
+    /// Modules found but not loadable (count: modules).
+    ModuleLoadFailed,
+    /// Modules whose DWARF was damaged: symbol tables used instead (count: modules).
+    DebugInfoDamaged,
+    /// Modules whose DWARF was turned off after its parser panicked (count: modules).
+    DwarfDisabled,
+    /// Other symbol sources present but unusable: MiniDebugInfo, an unreadable image (count:
+    /// modules).
+    SymbolSourceDamaged,
+    /// The vDSO image copied from the board did not parse (count: 1).
+    VdsoUnparsed,
+    /// Stack-copy samples whose unwind stopped early, one entry per reason (count: samples).
+    UnwindCutShort,
+    /// Stack-copy samples without usable registers (count: samples).
+    UnwindNoRegisters,
+    /// Allocations whose stack reached the interposer's frame limit, so its outer end is
+    /// missing (count: allocations).
+    HeapStackCutShort,
+    /// Allocations recorded without a known stack (count: allocations).
+    HeapStackUnknown,
+    /// Frees of blocks that were not live (count: frees).
+    HeapUnknownFrees,
+    /// Damage in the board's trace tree: unknown node ids, over-deep chains (count: chains).
+    HeapTraceTreeDamaged,
+}
+
+impl Kind {
+    /// The kind's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::RecordingIncomplete => "recording-incomplete",
+            Kind::SamplesLost => "samples-lost",
+            Kind::HeapEventsLost => "heap-events-lost",
+            Kind::PerfRecordsUndecoded => "perf-records-undecoded",
+            Kind::RingResync => "ring-resync",
+            Kind::AttachEnableFailed => "attach-enable-failed",
+            Kind::ModuleMissing => "module-missing",
+            Kind::ModuleMismatch => "module-mismatch",
+            Kind::ModuleLoadFailed => "module-load-failed",
+            Kind::DebugInfoDamaged => "debug-info-damaged",
+            Kind::DwarfDisabled => "dwarf-disabled",
+            Kind::SymbolSourceDamaged => "symbol-source-damaged",
+            Kind::VdsoUnparsed => "vdso-unparsed",
+            Kind::UnwindCutShort => "unwind-cut-short",
+            Kind::UnwindNoRegisters => "unwind-no-registers",
+            Kind::HeapStackCutShort => "heap-stack-cut-short",
+            Kind::HeapStackUnknown => "heap-stack-unknown",
+            Kind::HeapUnknownFrees => "heap-unknown-frees",
+            Kind::HeapTraceTreeDamaged => "heap-trace-tree-damaged",
+        }
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// What [`gather`] looks at: the parts of a loaded recording that know about fallbacks.
+pub struct Sources<'a> {
+    /// Bytes discarded at the end of the file.
+    pub bytes_discarded: u64,
+    /// `Lost` record counts by kind (`samples`, `heap`, `undecodable`, `resync`,
+    /// `enable-failed`).
+    pub lost: &'a BTreeMap<String, u64>,
+    /// Every module with its lookup and load outcome.
+    pub modules: &'a [ModuleInfo],
+    /// Why the vDSO did not parse, if it did not.
+    pub vdso_error: Option<&'a str>,
+    /// How the stack copies unwound.
+    pub unwind: &'a UnwindStats,
+    /// The heap profile, when the report has one.
+    pub heap: Option<&'a HeapProfile>,
+}
+
+/// Lists the fallbacks in `src`, most fundamental first (the file, then modules, then stacks).
+/// Kinds with a zero count are left out.
+pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut add = |kind: Kind, count: u64, message: String| {
+        if count > 0 {
+            out.push(Diagnostic {
+                kind,
+                reason: None,
+                count,
+                message,
+            });
+        }
+    };
+    add(
+        Kind::RecordingIncomplete,
+        src.bytes_discarded,
+        format!(
+            "the last {} bytes of the recording were torn or corrupt and were skipped (rec was \
+             killed or the board lost power); everything before them is used",
+            src.bytes_discarded
+        ),
+    );
+    let lost = |k: &str| src.lost.get(k).copied().unwrap_or(0);
+    add(
+        Kind::SamplesLost,
+        lost("samples"),
+        "the kernel dropped samples because rec did not drain its ring buffer in time; \
+         record with a lower --freq"
+            .into(),
+    );
+    add(
+        Kind::HeapEventsLost,
+        lost("heap"),
+        "the heap interposer dropped events; heap counts are not exact".into(),
+    );
+    add(
+        Kind::PerfRecordsUndecoded,
+        lost("undecodable"),
+        "perf records rec could not decode were skipped (a kernel with an unexpected record \
+         layout); please report the board's kernel version"
+            .into(),
+    );
+    add(
+        Kind::RingResync,
+        lost("resync"),
+        "a perf ring buffer held an impossible record size; rec skipped what it held, so some \
+         events are missing"
+            .into(),
+    );
+    add(
+        Kind::AttachEnableFailed,
+        lost("enable-failed"),
+        "perf events could not be enabled when attaching (a thread exited, or permissions): \
+         those threads or CPUs were not sampled"
+            .into(),
+    );
+    modules(src.modules, &mut add);
+    if let Some(e) = src.vdso_error {
+        add(
+            Kind::VdsoUnparsed,
+            1,
+            format!("the vDSO copied from the board did not parse ({e}): its frames are addresses and stacks through it are cut short"),
+        );
+    }
+    add(
+        Kind::UnwindNoRegisters,
+        src.unwind.no_registers,
+        "stack-copy samples carried no user registers (kernel threads, or a kernel without \
+         perf user-register support): only their kernel frames are known"
+            .into(),
+    );
+    if let Some(h) = src.heap {
+        heap(h, &mut add);
+    }
+    for why in CutShort::ALL {
+        let n = src.unwind.truncated_by.get(why);
+        if n > 0 {
+            out.push(Diagnostic {
+                kind: Kind::UnwindCutShort,
+                reason: Some(why.name()),
+                count: n,
+                message: format!("stacks cut short: {}", why.explain()),
+            });
+        }
+    }
+    out
+}
+
+/// Up to three paths of the modules in `list`, for a message.
+fn some_paths(list: &[&ModuleInfo]) -> String {
+    let mut names: Vec<&str> = list.iter().take(3).map(|m| m.key.path.as_str()).collect();
+    if list.len() > 3 {
+        names.push("...");
+    }
+    names.join(", ")
+}
+
+fn modules(all: &[ModuleInfo], add: &mut impl FnMut(Kind, u64, String)) {
+    let with = |f: &dyn Fn(&ModuleInfo) -> bool| all.iter().filter(|m| f(m)).collect::<Vec<_>>();
+    let missing = with(&|m| m.located.match_kind == MatchKind::Missing);
+    add(
+        Kind::ModuleMissing,
+        missing.len() as u64,
+        format!(
+            "modules not found ({}): their frames are addresses and stack-copy unwinding stops \
+             in them; pass --sysroot or --debug-dir with the board's unstripped files",
+            some_paths(&missing)
+        ),
+    );
+    let mismatched = with(&|m| m.located.match_kind == MatchKind::Mismatch);
+    add(
+        Kind::ModuleMismatch,
+        mismatched.len() as u64,
+        format!(
+            "modules whose sysroot file has a different build-id ({}): not used, since a wrong \
+             name is worse than an address; give the sysroot of the build that runs on the board",
+            some_paths(&mismatched)
+        ),
+    );
+    let failed = with(&|m| m.load_error.is_some());
+    let first = failed.first().and_then(|m| m.load_error.as_deref());
+    add(
+        Kind::ModuleLoadFailed,
+        failed.len() as u64,
+        format!(
+            "modules found but not loadable ({}; first error: {}): their frames are addresses",
+            some_paths(&failed),
+            first.unwrap_or("")
+        ),
+    );
+    let damaged = with(&|m| m.dwarf_error.is_some());
+    let first = damaged.first().and_then(|m| m.dwarf_error.as_deref());
+    add(
+        Kind::DebugInfoDamaged,
+        damaged.len() as u64,
+        format!(
+            "modules with damaged DWARF ({}; first error: {}): names come from the symbol \
+             tables, without file:line or inlined functions; rebuild or re-extract the debug file",
+            some_paths(&damaged),
+            first.unwrap_or("")
+        ),
+    );
+    let disabled = with(&|m| m.dwarf_disabled);
+    add(
+        Kind::DwarfDisabled,
+        disabled.len() as u64,
+        format!(
+            "modules whose DWARF parser panicked during a lookup ({}): their DWARF was turned \
+             off and later names come from the symbol tables; please report the file",
+            some_paths(&disabled)
+        ),
+    );
+    let partial = with(&|m| !m.warnings.is_empty());
+    let first = partial.first().and_then(|m| m.warnings.first());
+    add(
+        Kind::SymbolSourceDamaged,
+        partial.len() as u64,
+        format!(
+            "modules with a symbol source present but unusable ({}; first: {}): the others are used",
+            some_paths(&partial),
+            first.map_or("", |s| s.as_str())
+        ),
+    );
+}
+
+fn heap(h: &HeapProfile, add: &mut impl FnMut(Kind, u64, String)) {
+    let a = &h.anomalies;
+    add(
+        Kind::HeapStackCutShort,
+        a.depth_limited_allocations,
+        format!(
+            "allocations whose stack reached the interposer's limit of {} frames: their \
+             outermost callers are missing",
+            crossprof_heap_wire::MAX_FRAMES
+        ),
+    );
+    add(
+        Kind::HeapStackUnknown,
+        a.unknown_stack_allocations,
+        format!(
+            "allocations recorded without a stack are counted under \"{}\"",
+            crate::analysis::heap::UNKNOWN_STACK
+        ),
+    );
+    add(
+        Kind::HeapUnknownFrees,
+        a.unknown_frees,
+        "frees of blocks that were not live (allocated before recording began, or double \
+         frees) were ignored"
+            .into(),
+    );
+    add(
+        Kind::HeapTraceTreeDamaged,
+        a.tree.unknown_ids + a.tree.truncated,
+        "allocation stacks referred to unknown trace-tree nodes or looped; they were cut there"
+            .into(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_counts_are_left_out_and_reasons_named() {
+        let lost = BTreeMap::from([("samples".to_string(), 3), ("resync".to_string(), 0)]);
+        let mut unwind = UnwindStats::default();
+        *unwind.truncated_by.get_mut(CutShort::StackCopyEnded) += 5;
+        let d = gather(&Sources {
+            bytes_discarded: 0,
+            lost: &lost,
+            modules: &[],
+            vdso_error: None,
+            unwind: &unwind,
+            heap: None,
+        });
+        let got: Vec<(Kind, Option<&str>, u64)> =
+            d.iter().map(|d| (d.kind, d.reason, d.count)).collect();
+        assert_eq!(
+            got,
+            [
+                (Kind::SamplesLost, None, 3),
+                (Kind::UnwindCutShort, Some("stack_copy_ended"), 5)
+            ]
+        );
+        let json = serde_json::to_value(&d[1]).unwrap();
+        assert_eq!(json["kind"], "unwind-cut-short");
+        assert_eq!(json["reason"], "stack_copy_ended");
+    }
+}

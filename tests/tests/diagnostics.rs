@@ -1,0 +1,216 @@
+//! Issue 13: every fallback is shown. A recording whose sysroot holds a damaged debug file and
+//! lacks a library, and whose stacks are therefore cut short, lists each in the report's
+//! `diagnostics` (JSON and text) with exact counts; a heap recording of stacks deeper than the
+//! interposer's frame limit lists those allocations.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crossprof_tests::*;
+use serde_json::Value;
+
+fn sh(cmd: &mut Command) {
+    let o = cmd.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Overwrites the version of the first unit header in `.debug_info` with an impossible one:
+/// the file stays a valid ELF with the same build-id, its DWARF cannot be parsed.
+fn damage_debug_info(path: &Path) {
+    let out = Command::new("objdump")
+        .arg("-h")
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(".debug_info"))
+        .expect("a .debug_info section");
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let offset = usize::from_str_radix(f[5], 16).unwrap();
+    let mut data = std::fs::read(path).unwrap();
+    // 32-bit DWARF: unit_length (4 bytes), then the version (2 bytes).
+    data[offset + 4] = 0x7f;
+    data[offset + 5] = 0x7f;
+    std::fs::write(path, data).unwrap();
+}
+
+struct Damaged {
+    recording: PathBuf,
+    sysroot: PathBuf,
+}
+
+/// deep.c + libdeep.so recorded with stack copies; the sysroot has the executable with damaged
+/// DWARF, no libdeep.so, and the system libraries.
+fn damaged() -> &'static Damaged {
+    static D: OnceLock<Damaged> = OnceLock::new();
+    D.get_or_init(|| {
+        let dir = scratch().join("diagnostics");
+        let board_dir = dir.join("board");
+        let sysroot = dir.join("sysroot");
+        let sys_dir = sysroot.join(board_dir.strip_prefix("/").unwrap());
+        let built = dir.join("built");
+        for d in [&board_dir, &sys_dir, &built] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        sh(Command::new("gcc")
+            .args(["-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id"])
+            .arg(source("deep_lib.c"))
+            .arg("-o")
+            .arg(built.join("libdeep.so")));
+        sh(Command::new("gcc")
+            .args(["-O2", "-g", "-Wl,--build-id"])
+            .arg(source("deep.c"))
+            .arg(format!("-L{}", built.display()))
+            .arg("-ldeep")
+            .arg(format!("-Wl,-rpath,{}", board_dir.display()))
+            .arg("-o")
+            .arg(built.join("deep")));
+        for f in ["libdeep.so", "deep"] {
+            sh(Command::new("strip")
+                .arg("-o")
+                .arg(board_dir.join(f))
+                .arg(built.join(f)));
+        }
+        std::fs::copy(built.join("deep"), sys_dir.join("deep")).unwrap();
+        damage_debug_info(&sys_dir.join("deep"));
+        let board = board_dir.join("deep");
+        add_system_libs(&sysroot, &board);
+        // add_system_libs copies every library ldd lists, ours included: take it out again.
+        std::fs::remove_file(sys_dir.join("libdeep.so")).unwrap();
+        let recording = scratch().join("diagnostics.zst");
+        record(
+            &recording,
+            &["--call-graph", "dwarf"],
+            &[board.to_str().unwrap(), "300"],
+        );
+        // Without --sysroot's copy, hostside would take the board's file at its path on this
+        // machine (profiling where it ran): the library must be gone from there too.
+        std::fs::remove_file(board_dir.join("libdeep.so")).unwrap();
+        Damaged { recording, sysroot }
+    })
+}
+
+/// `kind` or `kind (reason)` → count, from the JSON `diagnostics`.
+fn json_diagnostics(report: &Value) -> BTreeMap<String, u64> {
+    report["diagnostics"]
+        .as_array()
+        .expect("a diagnostics array")
+        .iter()
+        .map(|d| {
+            assert!(
+                !d["message"].as_str().unwrap().is_empty(),
+                "a message for {d}"
+            );
+            let kind = d["kind"].as_str().unwrap().to_string();
+            let key = match d["reason"].as_str() {
+                Some(r) => format!("{kind} ({r})"),
+                None => kind,
+            };
+            (key, d["count"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// The same from the text report's `Diagnostics` section (`  COUNT  KIND[ (REASON)]: ...`).
+fn text_diagnostics(text: &str) -> BTreeMap<String, u64> {
+    let section = text
+        .split("\nDiagnostics (what the analysis fell back on)\n")
+        .nth(1)
+        .expect("a Diagnostics section");
+    section
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let (count, rest) = l.trim_start().split_once("  ").unwrap();
+            let (key, _) = rest.split_once(": ").unwrap();
+            (key.to_string(), count.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn damaged_debug_file_missing_module_and_cut_short_stacks_are_each_listed() {
+    let d = damaged();
+    let report = report_json(&d.recording, Some(&d.sysroot));
+    let modules = report["modules"].as_array().unwrap();
+    let matched = |suffix: &str| {
+        modules
+            .iter()
+            .find(|m| m["path"].as_str().unwrap().ends_with(suffix))
+            .map(|m| m["match"].as_str().unwrap().to_string())
+    };
+    assert_eq!(matched("/libdeep.so").as_deref(), Some("missing"));
+    assert_eq!(matched("/board/deep").as_deref(), Some("build-id"));
+
+    let diags = json_diagnostics(&report);
+    assert_eq!(diags.get("module-missing"), Some(&1), "{diags:?}");
+    assert_eq!(diags.get("debug-info-damaged"), Some(&1), "{diags:?}");
+    let message = |kind: &str| {
+        report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["kind"] == kind)
+            .unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(message("module-missing").contains("libdeep.so"));
+    assert!(message("debug-info-damaged").contains("/board/deep"));
+
+    // Every sample's leaf is in libdeep.so, whose tables are missing: each stack is cut
+    // short, and the diagnostics count exactly what the unwinding statistics count.
+    let unwinding = &report["cpu"]["stack_unwinding"];
+    let samples = report["cpu"]["samples"].as_u64().unwrap();
+    let by = unwinding["truncated_by"].as_object().unwrap();
+    let mut cut = 0;
+    for (reason, n) in by {
+        let n = n.as_u64().unwrap();
+        let key = format!("unwind-cut-short ({reason})");
+        assert_eq!(diags.get(&key).copied().unwrap_or(0), n, "{key}: {diags:?}");
+        cut += n;
+    }
+    assert_eq!(cut, unwinding["truncated"].as_u64().unwrap());
+    let no_tables = diags["unwind-cut-short (no_unwind_tables)"];
+    assert!(
+        no_tables * 10 >= samples * 9,
+        "{no_tables} of {samples} samples cut short for want of libdeep.so's tables"
+    );
+
+    // The text report lists the same entries with the same counts.
+    let text = hostside_ok(&[
+        "report",
+        "--sysroot",
+        d.sysroot.to_str().unwrap(),
+        d.recording.to_str().unwrap(),
+    ]);
+    assert_eq!(text_diagnostics(&text), diags, "{text}");
+}
+
+#[test]
+fn heap_stacks_the_interposer_cut_short_are_counted_exactly() {
+    let program = build("heap_deep_stack.c", "heap_deep_stack", &["-O0"]);
+    let recording = scratch().join("heap_deep_stack.zst");
+    record(&recording, &["--heap"], &[program.board.to_str().unwrap()]);
+    let report = heap_report_json(&recording, &program.sysroot);
+    let diags = json_diagnostics(&report);
+    // DEEP_ALLOCS in heap_deep_stack.c; the SHALLOW_ALLOCS from main are whole.
+    assert_eq!(diags.get("heap-stack-cut-short"), Some(&7), "{diags:?}");
+    let text = hostside_ok(&[
+        "report",
+        "--heap",
+        "--sysroot",
+        program.sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ]);
+    assert_eq!(text_diagnostics(&text), diags, "{text}");
+}
