@@ -8,11 +8,13 @@
 //! [`run`] (header, end, losses, images), [`task`] (names, tasks, mappings, RSS), [`sample`]
 //! (CPU samples, context switches) and [`heap`] (allocations, frees, trace-tree nodes).
 
+mod event_sample;
 mod heap;
 mod run;
 mod sample;
 mod task;
 
+pub use event_sample::EventSample;
 pub use heap::{Alloc, Free, StackNode};
 pub use run::{Blob, End, Header, Lost};
 pub use sample::{Sample, Switch};
@@ -72,6 +74,8 @@ pub enum Record {
     Blob(Blob),
     /// See [`End`].
     End(End),
+    /// See [`EventSample`].
+    EventSample(EventSample),
     /// A record with a tag this reader does not know.
     Unknown(u8),
 }
@@ -97,6 +101,7 @@ pub(crate) mod tag {
     /// A run of one process's heap events from format version 3 on, see `heap_stream`;
     /// expanded by the reader.
     pub const HEAP_EVENTS: u8 = 16;
+    pub const EVENT_SAMPLE: u8 = 17;
 }
 
 impl Record {
@@ -172,6 +177,10 @@ impl Record {
                 x.encode(e);
                 tag::END
             }
+            Record::EventSample(s) => {
+                s.encode(e);
+                tag::EVENT_SAMPLE
+            }
             Record::Unknown(t) => *t,
         }
     }
@@ -203,6 +212,7 @@ impl Record {
             tag::RSS => Record::Rss(Rss::decode(d)?),
             tag::BLOB => Record::Blob(Blob::decode(d)?),
             tag::END => Record::End(End::decode(d)?),
+            tag::EVENT_SAMPLE => Record::EventSample(EventSample::decode(d, opts.sample_stacks)?),
             other => Record::Unknown(other),
         })
     }

@@ -37,6 +37,15 @@ pub struct Header {
     pub rec_version: String,
     /// The perf event that drove sampling, e.g. `cpu-clock`.
     pub event: String,
+    /// Every event the recording sampled, for [`crate::EventSample::event`] to index: the
+    /// first is `event`, the others are sampled alongside it (the `context-switches` of
+    /// `rec --off-cpu`). Empty in files written before it existed: only `event` was sampled.
+    pub events: Vec<String>,
+    /// How off-CPU stacks were recorded: empty when context switches were not recorded,
+    /// `exact` when each switch-out carries the stack it blocked in (a `context-switches`
+    /// [`crate::EventSample`]), `approximate` when the kernel allowed only the switch times
+    /// (`perf_event_paranoid` 2), so the host takes the thread's last on-CPU sample instead.
+    pub off_cpu: String,
 }
 
 impl Header {
@@ -56,10 +65,12 @@ impl Header {
         e.str(&self.call_graph);
         e.str(&self.rec_version);
         e.str(&self.event);
+        e.strs(&self.events);
+        e.str(&self.off_cpu);
     }
 
     pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
-        Ok(Header {
+        let mut h = Header {
             format_version: d.u32()?,
             arch: d.string()?,
             big_endian: d.bool()?,
@@ -75,7 +86,14 @@ impl Header {
             call_graph: d.string()?,
             rec_version: d.string()?,
             event: d.string()?,
-        })
+            ..Default::default()
+        };
+        // Appended fields; older files end before them.
+        if d.remaining() > 0 {
+            h.events = d.strs()?;
+            h.off_cpu = d.string()?;
+        }
+        Ok(h)
     }
 }
 
