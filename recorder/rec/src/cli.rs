@@ -32,6 +32,11 @@ Options:
                         preloaded library (libcrossprof_heap.so, found next to rec, in
                         ../lib/crossprof/, or at $CROSSPROF_HEAP_LIB); launched,
                         dynamically linked COMMANDs only
+      --off-cpu         also record when each thread leaves and re-enters a CPU (context
+                        switches) for hostside report --off-cpu: where it waited and for how
+                        long. Where the kernel allows (perf_event_paranoid <= 1, root or
+                        CAP_PERFMON), each switch-out carries the stack it blocked in;
+                        else the report takes the thread's last CPU sample (approximate)
       --no-cpu          no CPU sampling (with --heap: heap only; works where the kernel or
                         an emulator has no perf events)
       --flush-ms MS     close, write and fdatasync a frame at least this often; everything
@@ -53,6 +58,7 @@ Examples:
   rec --out /tmp/t.zst ./app --its-args
   rec -F 4999 --duration 10 -p $(pidof daemon)
   rec --heap --no-cpu --out /tmp/h.zst ./app
+  rec --off-cpu --out /tmp/w.zst ./app     # then: hostside report --off-cpu w.zst
 ";
 
 /// What to record.
@@ -145,6 +151,8 @@ pub struct Options {
     pub heap: bool,
     /// Sample CPU (not `--no-cpu`).
     pub cpu: bool,
+    /// Record context switches and blocking stacks (`--off-cpu`).
+    pub off_cpu: bool,
 }
 
 /// What the command line asks for.
@@ -168,6 +176,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut command = Vec::new();
     let mut heap = false;
     let mut cpu = true;
+    let mut off_cpu = false;
     let err = |e: lexopt::Error| e.to_string();
     while let Some(arg) = p.next().map_err(err)? {
         match arg {
@@ -199,6 +208,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             }
             Long("heap") => heap = true,
             Long("no-cpu") => cpu = false,
+            Long("off-cpu") => off_cpu = true,
             Short('p') | Long("pid") => {
                 pid = Some(p.value().map_err(err)?.parse::<u32>().map_err(err)?)
             }
@@ -227,8 +237,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if heap && matches!(target, Target::Attach(_)) {
         return Err("--heap cannot attach to a running process (-p): the heap library must be preloaded at start; launch the COMMAND under rec --heap".into());
     }
-    if !heap && !cpu {
-        return Err("--no-cpu leaves nothing to record: add --heap".into());
+    if !heap && !cpu && !off_cpu {
+        return Err("--no-cpu leaves nothing to record: add --heap or --off-cpu".into());
     }
     Ok(Parsed::Run(Options {
         out,
@@ -239,6 +249,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         target,
         heap,
         cpu,
+        off_cpu,
     }))
 }
 
@@ -308,5 +319,14 @@ mod tests {
             .unwrap_err()
             .contains("cannot attach"));
         assert!(run(&["--no-cpu", "./app"]).is_err());
+    }
+
+    #[test]
+    fn off_cpu_flag() {
+        let o = run(&["--off-cpu", "./app"]).unwrap();
+        assert!(o.off_cpu && o.cpu);
+        assert!(!run(&["./app"]).unwrap().off_cpu);
+        let o = run(&["--off-cpu", "--no-cpu", "-p", "7"]).unwrap();
+        assert!(o.off_cpu && !o.cpu);
     }
 }

@@ -12,7 +12,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use crossprof_format::{
-    Arch, Blob, Comm, End, FrameWriter, Header, HeapEvent, Lost, Record, FORMAT_VERSION,
+    Arch, Blob, Comm, End, EventSample, FrameWriter, Header, HeapEvent, Lost, Record,
+    FORMAT_VERSION,
 };
 
 use crate::cli::{Options, Target};
@@ -21,7 +22,7 @@ use crate::heap::{self, Heap, MapsSource};
 use crate::identity::Identities;
 use crate::launch;
 use crate::perf::events::{self, Events};
-use crate::perf::parse;
+use crate::perf::{off_cpu, parse};
 use crate::procfs;
 use crate::signals;
 
@@ -112,6 +113,13 @@ impl Output {
                     }
                 }
             }
+            Record::EventSample(ref e) => {
+                for &a in &e.sample.kernel_chain {
+                    if self.kernel_addrs.len() < MAX_KERNEL_ADDRS {
+                        self.kernel_addrs.insert(a);
+                    }
+                }
+            }
             Record::Lost(ref l) => self.lost += l.count,
             _ => {}
         }
@@ -157,9 +165,10 @@ impl heap::Emit for Output {
     }
 }
 
-fn header(opts: &Options, kernel: bool) -> Header {
+fn header(opts: &Options, kernel: bool, blocking_stacks: bool) -> Header {
     let (kernel_release, hostname) = procfs::uname();
     let arch = Arch::native();
+    let main_event = if opts.cpu { "cpu-clock" } else { "none" };
     let command = match &opts.target {
         Target::Launch(c) => c.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         Target::Attach(pid) => vec!["-p".into(), pid.to_string()],
@@ -183,7 +192,18 @@ fn header(opts: &Options, kernel: bool) -> Header {
             format!("{} (user only)", opts.call_graph.name())
         },
         rec_version: env!("CARGO_PKG_VERSION").into(),
-        event: if opts.cpu { "cpu-clock" } else { "none" }.into(),
+        event: main_event.into(),
+        events: if blocking_stacks {
+            vec![main_event.into(), off_cpu::EVENT_NAME.into()]
+        } else {
+            vec![main_event.into()]
+        },
+        off_cpu: match (opts.off_cpu, blocking_stacks) {
+            (false, _) => "",
+            (true, true) => "exact",
+            (true, false) => "approximate",
+        }
+        .into(),
     }
 }
 
@@ -247,10 +267,17 @@ fn snapshot(out: &mut Output, pid: u32) {
 /// Moves every record in the rings to the output. Records of a wanted type that do not
 /// decode, and rings that had to be resynchronized, are written down as `Lost` records
 /// (`undecodable`, `resync`) so the report can say what is missing.
-fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>, layout: parse::Layout) {
+fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>) {
     let (mut undecodable, mut resyncs) = (0u64, 0u64);
-    for ring in &mut events.rings {
-        let resynced = ring.drain(scratch, |raw| match parse::decode(raw, layout) {
+    for (ring, kind) in events.rings.iter_mut().zip(&events.kinds) {
+        let resynced = ring.drain(scratch, |raw| match parse::decode(raw, kind.layout) {
+            // Samples of a secondary event (blocking stacks) are told apart by their ring.
+            Some(Record::Sample(sample)) if kind.event != 0 => {
+                out.record(Record::EventSample(EventSample {
+                    event: kind.event,
+                    sample,
+                }))
+            }
             Some(r) => out.record(r),
             None if parse::is_handled(raw) => undecodable += 1,
             None => {}
@@ -289,7 +316,6 @@ pub fn run(opts: &Options) -> Result<i32, RecError> {
 struct Live {
     out: Output,
     events: Events,
-    layout: parse::Layout,
     child: Option<launch::Launched>,
     heap: Option<Heap>,
     scratch: Vec<u8>,
@@ -303,8 +329,8 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         freq: opts.freq,
         call_graph: opts.call_graph,
         cpu: opts.cpu,
+        off_cpu: opts.off_cpu,
     };
-    let layout = request.layout();
     let mut heap = match (&opts.target, opts.heap) {
         (Target::Launch(cmd), true) => Some(prepare_heap(cmd)?),
         _ => None,
@@ -343,7 +369,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         }
     };
     let kernel = events.settings.kernel;
-    let writer = FrameWriter::new(file, &header(opts, kernel))
+    let writer = FrameWriter::new(file, &header(opts, kernel, events.blocking_stacks))
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
     let mut out = Output {
         writer: Some(writer),
@@ -388,7 +414,6 @@ fn start(opts: &Options) -> Result<Live, RecError> {
     Ok(Live {
         out,
         events,
-        layout,
         child,
         heap: heap.map(|(h, _)| h),
         scratch: Vec::with_capacity(4096),
@@ -401,7 +426,6 @@ fn record(opts: &Options, live: &mut Live) -> i32 {
     let Live {
         out,
         events,
-        layout,
         child,
         heap,
         scratch,
@@ -421,7 +445,7 @@ fn record(opts: &Options, live: &mut Live) -> i32 {
     loop {
         let urgent = heap.as_ref().is_some_and(|h| h.urgent());
         wait_readable(events, heap.as_ref(), if urgent { 0 } else { poll_ms });
-        drain(events, out, scratch, *layout);
+        drain(events, out, scratch);
         if let Some(h) = heap.as_mut() {
             h.tick(out);
             if last_rss.elapsed() >= RSS_EVERY {
@@ -476,12 +500,11 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
     let Live {
         mut out,
         mut events,
-        layout,
         mut heap,
         mut scratch,
         ..
     } = live;
-    drain(&mut events, &mut out, &mut scratch, layout);
+    drain(&mut events, &mut out, &mut scratch);
     if let Some(h) = heap.as_mut() {
         h.sample_rss(&mut out);
         h.finish(&mut out);

@@ -12,6 +12,11 @@ pub const TYPE_SOFTWARE: u32 = 1;
 /// `PERF_COUNT_SW_CPU_CLOCK`: a timer-driven event that works without a hardware PMU (VMs,
 /// many ARM boards whose PMU interrupt is not wired up).
 pub const SW_CPU_CLOCK: u64 = 0;
+/// `PERF_COUNT_SW_CONTEXT_SWITCHES`: fires as a thread leaves its CPU, in the scheduler;
+/// sampled with period 1 its user registers and stack copy are where the thread blocked.
+/// The kernel drops its samples for `exclude_kernel` events, so it needs kernel profiling
+/// rights (`perf_event_paranoid` at most 1, or CAP_PERFMON).
+pub const SW_CONTEXT_SWITCHES: u64 = 3;
 /// `PERF_COUNT_SW_DUMMY`: never fires; carries MMAP2/COMM/FORK/EXIT side-band records when
 /// CPU sampling is off (`rec --heap --no-cpu`).
 pub const SW_DUMMY: u64 = 9;
@@ -70,6 +75,9 @@ pub mod flag {
     pub const COMM_EXEC: u64 = 1 << 24;
     /// Timestamps from `clockid` instead of the perf clock.
     pub const USE_CLOCKID: u64 = 1 << 25;
+    /// Emit SWITCH records as the task leaves and enters a CPU (Linux 4.3+; needs no
+    /// privilege for a task's own events).
+    pub const CONTEXT_SWITCH: u64 = 1 << 26;
     /// MMAP2 records carry the build-id instead of the inode (Linux 5.12+).
     pub const BUILD_ID: u64 = 1 << 34;
 }

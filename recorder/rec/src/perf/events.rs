@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::attr::{self, flag, sample, PerfEventAttr};
+use super::off_cpu;
 use super::regs;
 use super::ring::Ring;
 use crate::cli::CallGraph;
@@ -32,6 +33,8 @@ pub struct Request {
     /// Sample the CPU; when false, a dummy event only reports maps, names and tasks
     /// (`rec --heap --no-cpu`).
     pub cpu: bool,
+    /// Record context switches, and blocking stacks where allowed (`--off-cpu`).
+    pub off_cpu: bool,
 }
 
 impl Request {
@@ -67,10 +70,23 @@ pub struct Settings {
     pub build_id: bool,
 }
 
+/// What one ring buffer holds, for the decoder.
+#[derive(Debug, Clone, Copy)]
+pub struct RingKind {
+    /// Index of its samples' event in the header's event list (0: the main event).
+    pub event: u32,
+    /// How its samples are laid out.
+    pub layout: super::parse::Layout,
+}
+
 /// Open events and their rings.
 pub struct Events {
-    /// One ring per CPU.
+    /// One ring per CPU and sampled event.
     pub rings: Vec<Ring>,
+    /// What each ring of `rings` holds.
+    pub kinds: Vec<RingKind>,
+    /// Blocking stacks are sampled (`--off-cpu` where the kernel allows it).
+    pub blocking_stacks: bool,
     /// Every event descriptor (ring owners first).
     pub fds: Vec<OwnedFd>,
     /// What the kernel allowed.
@@ -82,6 +98,8 @@ impl Events {
     pub fn none() -> Events {
         Events {
             rings: Vec::new(),
+            kinds: Vec::new(),
+            blocking_stacks: false,
             fds: Vec::new(),
             settings: Settings {
                 kernel: false,
@@ -115,6 +133,9 @@ fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> Per
     }
     if req.cpu {
         flags |= flag::FREQ;
+    }
+    if req.off_cpu {
+        flags |= flag::CONTEXT_SWITCH;
     }
     let mut a = PerfEventAttr {
         type_: attr::TYPE_SOFTWARE,
@@ -229,8 +250,13 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
     let cpus = procfs::online_cpus();
     let mut settings = None;
     let mut rings = Vec::new();
+    let mut kinds = Vec::new();
     let mut fds = Vec::new();
     let mut followers = Vec::new();
+    let main = RingKind {
+        event: 0,
+        layout: req.layout(),
+    };
     for &cpu in &cpus {
         let mut leader: Option<usize> = None;
         for &tid in tids {
@@ -247,31 +273,92 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
                 Err(e) => return Err(classify(e, pid)),
             };
-            match leader {
-                None => {
-                    rings.push(map_ring(&fd, page_size, req.ring_pages(page_size))?);
-                    leader = Some(fds.len());
-                    fds.push(fd);
-                }
-                Some(l) => {
-                    attr::ioctl(
-                        &fd,
-                        attr::IOC_SET_OUTPUT,
-                        fds[l].as_raw_fd() as libc::c_ulong,
-                    )
-                    .map_err(|e| RecError::Io("cannot share a perf ring buffer".into(), e))?;
-                    followers.push(fd);
-                }
+            let pages = req.ring_pages(page_size);
+            share_ring(
+                fd,
+                &mut leader,
+                pages,
+                main,
+                &mut rings,
+                &mut kinds,
+                &mut fds,
+                &mut followers,
+            )?;
+        }
+    }
+    let settings = settings.ok_or(RecError::NoSuchProcess(pid))?;
+    // Blocking stacks need kernel profiling rights; without them the kernel would open the
+    // event and silently drop every sample.
+    let blocking_stacks = req.off_cpu && settings.kernel;
+    if blocking_stacks {
+        let attr = off_cpu::attr(req.call_graph, on_exec, page_size);
+        let kind = RingKind {
+            event: off_cpu::EVENT_INDEX,
+            layout: off_cpu::layout(req.call_graph),
+        };
+        let pages = off_cpu::ring_pages(req.call_graph, page_size);
+        for &cpu in &cpus {
+            let mut leader: Option<usize> = None;
+            for &tid in tids {
+                let fd = match attr::open(&attr, tid as i32, cpu as i32) {
+                    Ok(fd) => fd,
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
+                    Err(e) => return Err(classify(e, pid)),
+                };
+                share_ring(
+                    fd,
+                    &mut leader,
+                    pages,
+                    kind,
+                    &mut rings,
+                    &mut kinds,
+                    &mut fds,
+                    &mut followers,
+                )?;
             }
         }
     }
     fds.extend(followers);
-    let settings = settings.ok_or(RecError::NoSuchProcess(pid))?;
     Ok(Events {
         rings,
+        kinds,
+        blocking_stacks,
         fds,
         settings,
     })
+}
+
+/// Gives `fd` a ring of its own when it is the first of its CPU (`leader` unset), else points
+/// it at the leader's ring. Ring owners stay at the front of `fds`, in the order of `rings`.
+#[allow(clippy::too_many_arguments)]
+fn share_ring(
+    fd: OwnedFd,
+    leader: &mut Option<usize>,
+    pages: usize,
+    kind: RingKind,
+    rings: &mut Vec<Ring>,
+    kinds: &mut Vec<RingKind>,
+    fds: &mut Vec<OwnedFd>,
+    followers: &mut Vec<OwnedFd>,
+) -> Result<(), RecError> {
+    match *leader {
+        None => {
+            rings.push(map_ring(&fd, procfs::page_size(), pages)?);
+            kinds.push(kind);
+            *leader = Some(fds.len());
+            fds.push(fd);
+        }
+        Some(l) => {
+            attr::ioctl(
+                &fd,
+                attr::IOC_SET_OUTPUT,
+                fds[l].as_raw_fd() as libc::c_ulong,
+            )
+            .map_err(|e| RecError::Io("cannot share a perf ring buffer".into(), e))?;
+            followers.push(fd);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -284,6 +371,7 @@ mod tests {
             freq: 999,
             call_graph,
             cpu: true,
+            off_cpu: false,
         }
     }
 

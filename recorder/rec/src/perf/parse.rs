@@ -3,7 +3,7 @@
 //! Only the record types `rec` asks for are decoded; everything is bounds-checked, so a record
 //! the kernel lays out differently than expected is skipped, never misread past its end.
 
-use crossprof_format::{Comm, Lost, Mmap, Record, Sample, Task};
+use crossprof_format::{Comm, Lost, Mmap, Record, Sample, Switch, Task};
 
 const RECORD_MMAP2: u32 = 10;
 const RECORD_LOST: u32 = 2;
@@ -11,9 +11,15 @@ const RECORD_COMM: u32 = 3;
 const RECORD_EXIT: u32 = 4;
 const RECORD_FORK: u32 = 7;
 const RECORD_SAMPLE: u32 = 9;
+const RECORD_SWITCH: u32 = 14;
+const RECORD_SWITCH_CPU_WIDE: u32 = 15;
 
 const MISC_COMM_EXEC: u16 = 1 << 13;
 const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// On SWITCH records: the task left the CPU (else it entered it).
+const MISC_SWITCH_OUT: u16 = 1 << 13;
+/// On switch-out records: the task was still runnable (preempted), not waiting.
+const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
 
 /// Call-chain context markers (`PERF_CONTEXT_*`): the entries that follow belong to that mode.
 const CONTEXT_KERNEL: u64 = (-128i64) as u64;
@@ -53,6 +59,12 @@ impl<'a> Cur<'a> {
         let n = s.iter().position(|&c| c == 0).unwrap_or(s.len());
         Some(String::from_utf8_lossy(&s[..n]).into_owned())
     }
+    /// The `sample_id_all` trailer: pid, tid, time and cpu.
+    fn trailer(&self) -> Option<(u32, u32, u64, u32)> {
+        let at = self.b.len().checked_sub(ID_TRAILER)?;
+        let mut t = Cur { b: self.b, at };
+        Some((t.u32()?, t.u32()?, t.u64()?, t.u32()?))
+    }
     fn trailer_time(&self) -> u64 {
         let at = self.b.len().saturating_sub(ID_TRAILER) + 8;
         self.b
@@ -81,7 +93,16 @@ pub fn is_handled(raw: &[u8]) -> bool {
         .map(u32::from_ne_bytes);
     matches!(
         ty,
-        Some(RECORD_SAMPLE | RECORD_MMAP2 | RECORD_COMM | RECORD_FORK | RECORD_EXIT | RECORD_LOST)
+        Some(
+            RECORD_SAMPLE
+                | RECORD_MMAP2
+                | RECORD_COMM
+                | RECORD_FORK
+                | RECORD_EXIT
+                | RECORD_LOST
+                | RECORD_SWITCH
+                | RECORD_SWITCH_CPU_WIDE
+        )
     )
 }
 
@@ -212,6 +233,23 @@ pub fn decode(raw: &[u8], layout: Layout) -> Option<Record> {
                 Record::Exit(t)
             })
         }
+        RECORD_SWITCH | RECORD_SWITCH_CPU_WIDE => {
+            // The body (the other task, for CPU-wide events) is not needed: the trailer says
+            // which thread switched, when and where.
+            let (pid, tid, time, cpu) = c.trailer()?;
+            if raw.len() < 8 + ID_TRAILER {
+                return None;
+            }
+            let out = misc & MISC_SWITCH_OUT != 0;
+            Some(Record::Switch(Switch {
+                time,
+                pid,
+                tid,
+                cpu,
+                out,
+                preempt: out && misc & MISC_SWITCH_OUT_PREEMPT != 0,
+            }))
+        }
         RECORD_LOST => {
             let _id = c.u64()?;
             let count = c.u64()?;
@@ -292,6 +330,38 @@ mod tests {
             panic!("not a sample")
         };
         assert_eq!(s.stack.len(), 16);
+    }
+
+    #[test]
+    fn switch_records_come_from_the_trailer() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&7u32.to_ne_bytes());
+        b.extend_from_slice(&8u32.to_ne_bytes());
+        b.extend_from_slice(&12345u64.to_ne_bytes());
+        b.extend_from_slice(&3u32.to_ne_bytes());
+        b.extend_from_slice(&0u32.to_ne_bytes());
+        let out = MISC_SWITCH_OUT | MISC_SWITCH_OUT_PREEMPT;
+        let Some(Record::Switch(s)) = decode(&rec(RECORD_SWITCH, out, &b), Layout::default())
+        else {
+            panic!("not a switch")
+        };
+        assert_eq!((s.pid, s.tid, s.time, s.cpu), (7, 8, 12345, 3));
+        assert!(s.out && s.preempt);
+        // A CPU-wide switch-in: the other task's ids come first.
+        let mut wide = vec![0u8; 8];
+        wide.extend_from_slice(&b);
+        let Some(Record::Switch(s)) = decode(
+            &rec(RECORD_SWITCH_CPU_WIDE, MISC_SWITCH_OUT_PREEMPT, &wide),
+            Layout::default(),
+        ) else {
+            panic!("not a switch")
+        };
+        assert_eq!((s.tid, s.time), (8, 12345));
+        assert!(!s.out && !s.preempt);
+        assert_eq!(
+            decode(&rec(RECORD_SWITCH, 0, &b[..16]), Layout::default()),
+            None
+        );
     }
 
     #[test]
