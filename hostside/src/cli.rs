@@ -73,7 +73,8 @@ pub enum Command {
         /// Report heap allocations (recordings made with `rec --heap`).
         #[arg(long, conflicts_with = "off_cpu")]
         heap: bool,
-        /// Report off-CPU (blocked) time (recordings made with `rec --off-cpu`).
+        /// Report off-CPU time: where threads waited and for how long, and each thread's wall
+        /// time on and off the CPU (recordings made with `rec --off-cpu`).
         #[arg(long)]
         off_cpu: bool,
         /// How many functions to list.
@@ -100,8 +101,9 @@ pub enum Command {
         /// Draw a heap flame graph of this quantity instead of CPU samples.
         #[arg(long, value_enum, value_name = "WHAT")]
         heap: Option<HeapGraph>,
-        /// Draw blocked time instead of CPU samples.
-        #[arg(long)]
+        /// Draw off-CPU time (where threads waited, weighted by nanoseconds) instead of CPU
+        /// samples (recordings made with `rec --off-cpu`).
+        #[arg(long, conflicts_with = "heap")]
         off_cpu: bool,
         /// Output SVG file.
         #[arg(short = 'o', long = "output", value_name = "OUT.svg")]

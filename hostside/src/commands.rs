@@ -9,8 +9,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
 use crate::analysis::heap::{self, HeapMetric, HeapOptions};
+use crate::analysis::off_cpu_profile;
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
 use crate::output::diff::Side;
+use crate::output::off_cpu as off_cpu_text;
 use crate::output::{self as o, flame, folded, heap_text, info, json, leak_check, text};
 use crate::pipeline::{load_checked, Loaded};
 use crate::recording::Recording;
@@ -56,17 +58,20 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             }
             if off_cpu {
                 require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
-                bail!("off-CPU analysis is not available in this version of hostside");
             }
+            let waits = (l.has_switches && (json || off_cpu)).then(|| off_cpu_profile::analyze(&l));
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && l.has_heap && l.cpu.samples == 0);
             let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
             let ctx = l.context(profile.as_ref());
             let mut out = io::stdout().lock();
             if json {
-                let report = json::report(&ctx, &l.cpu, profile.as_ref(), top);
+                let mut report = json::report(&ctx, &l.cpu, profile.as_ref(), top);
+                report.off_cpu = waits.as_ref().map(|w| off_cpu_text::json(w, top));
                 serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;
+            } else if let (true, Some(w)) = (off_cpu, &waits) {
+                off_cpu_text::report(&mut out, &ctx, w, top)?;
             } else if let (true, Some(p)) = (heap_text, &profile) {
                 heap_text::heap_report(&mut out, &ctx, p, top)?;
             } else {
@@ -89,13 +94,23 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             output,
         } => {
             let l = load_checked(&file, &symbols.lookup())?;
-            if off_cpu {
-                require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
-                bail!("off-CPU analysis is not available in this version of hostside");
-            }
             let command = l.recording.header().command.join(" ");
             let names = l.processes.final_names();
             let (folded, title, unit) = match heap {
+                None if off_cpu => {
+                    require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
+                    let w = off_cpu_profile::analyze(&l);
+                    let approx = if w.stacks == "exact" {
+                        ""
+                    } else {
+                        " (approximate stacks)"
+                    };
+                    (
+                        folded::cpu(&w.profile, &names),
+                        format!("off-CPU time{approx}: {command}"),
+                        "ns",
+                    )
+                }
                 Some(what) => {
                     require(&l, "heap", l.has_heap, "rec --heap")?;
                     let metric = heap_metric(what);

@@ -93,6 +93,19 @@ pub fn analyze(
     resolver: &Resolver,
     unwinder: &mut StackUnwinder<'_>,
 ) -> CpuProfile {
+    analyze_weighted(records, processes, resolver, unwinder, false)
+}
+
+/// Like [`analyze`], but when `weighted` each sample counts its `period` instead of 1: the
+/// off-CPU profile is made of samples whose period is the time waited (see
+/// [`crate::analysis::off_cpu_profile`]), and its counts are nanoseconds.
+pub fn analyze_weighted(
+    records: Pass<'_>,
+    processes: &Processes,
+    resolver: &Resolver,
+    unwinder: &mut StackUnwinder<'_>,
+    weighted: bool,
+) -> CpuProfile {
     let mut raw: HashMap<RawStack, u64> = HashMap::new();
     let mut samples = 0u64;
     let mut last_time: HashMap<u32, u64> = HashMap::new();
@@ -111,6 +124,7 @@ pub fn analyze(
                 s.user_chain.first().copied()
             };
             let space = processes.sample_space(s.pid, s.time, pc);
+            let weight = if weighted { s.period } else { 1 };
             // A stack copy is unwound here, once per sample; from then on it is a chain like
             // any frame-pointer one.
             let user = if s.regs_mask != 0 || !s.stack.is_empty() {
@@ -124,7 +138,7 @@ pub fn analyze(
                 kernel: s.kernel_chain,
                 user,
             })
-            .or_default() += 1;
+            .or_default() += weight;
         }
     });
 

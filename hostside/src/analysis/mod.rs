@@ -3,3 +3,5 @@
 pub mod cpu;
 pub mod diff;
 pub mod heap;
+pub mod off_cpu;
+pub mod off_cpu_profile;

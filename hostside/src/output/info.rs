@@ -98,6 +98,7 @@ pub fn collect(rec: &Recording) -> Info {
                 "sample"
             }
             Record::Switch(_) => "switch",
+            Record::EventSample(_) => "event_sample",
             Record::Alloc(_) => "alloc",
             Record::Free(_) => "free",
             Record::StackNode(_) => "stack_node",

@@ -87,7 +87,7 @@ pub struct ReportJson {
     /// CPU samples, or null when the report is not about CPU.
     pub cpu: Option<CpuJson>,
     /// Off-CPU time, or null when not recorded.
-    pub off_cpu: Option<serde_json::Value>,
+    pub off_cpu: Option<crate::output::off_cpu::OffCpuJson>,
     /// Heap analysis, or null when not recorded.
     pub heap: Option<crate::output::heap_json::HeapJson>,
 }

@@ -10,4 +10,5 @@ pub mod heap_text;
 pub mod info;
 pub mod json;
 pub mod leak_check;
+pub mod off_cpu;
 pub mod text;

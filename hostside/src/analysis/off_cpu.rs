@@ -1,0 +1,262 @@
+//! Off-CPU time: from each thread's context switches, how long it was away from a CPU, and
+//! which recorded stack each wait is charged to.
+//!
+//! A wait runs from a switch-out to the thread's next switch-in. Its stack is, in `exact`
+//! recordings, the `context-switches` sample the kernel took as the thread left the CPU (at
+//! most [`MATCH_WINDOW_NS`] before the switch-out, after the previous switch-in); otherwise
+//! (`approximate` recordings, or that sample lost) the thread's last CPU sample before the
+//! switch-out, which shows where the thread ran last, not where it blocked. The report says
+//! how much time each way covers.
+//!
+//! Events are collected per thread and sorted, because the kernel's per-CPU rings are drained
+//! one after another: a thread that left one CPU and entered another can appear in the file
+//! in either order. Memory is 24 bytes per event; stacks are not held, only the time of the
+//! sample that names them (see [`Assignment`]).
+
+use std::collections::HashMap;
+
+/// How far before a switch-out its context-switch sample may be taken. The kernel takes both
+/// in the same scheduler call, microseconds apart.
+pub const MATCH_WINDOW_NS: u64 = 2_000_000;
+
+/// One thing that happened to a thread, as far as off-CPU analysis cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Event {
+    /// The thread was created (a FORK record).
+    Start,
+    /// A CPU sample of the thread.
+    OnCpu,
+    /// A context-switch sample: the stack the thread is leaving the CPU with.
+    Blocking,
+    /// It left its CPU; `true` when still runnable (preempted).
+    Out(bool),
+    /// It entered a CPU.
+    In,
+    /// It ended (an EXIT record).
+    End,
+}
+
+/// Which stack a wait is charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Provider {
+    /// The context-switch sample of this thread at this time (exact).
+    Blocking(u64),
+    /// The CPU sample of this thread at this time (approximate).
+    OnCpu(u64),
+    /// No sample at all: the thread had not been sampled before it waited.
+    Unknown,
+}
+
+/// Per-thread times, nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadTimes {
+    /// From the thread's first event (its creation, or the first record about it) to its end
+    /// (its exit, or the end of the recording).
+    pub wall_ns: u64,
+    /// Off-CPU while waiting (switched out while not runnable: sleeping, blocked on a lock,
+    /// on I/O).
+    pub blocked_ns: u64,
+    /// Off-CPU while runnable (preempted, waiting for a CPU).
+    pub runnable_ns: u64,
+}
+
+impl ThreadTimes {
+    /// All off-CPU time.
+    pub fn off_cpu_ns(&self) -> u64 {
+        self.blocked_ns + self.runnable_ns
+    }
+
+    /// Time on a CPU: the rest of the wall time.
+    pub fn on_cpu_ns(&self) -> u64 {
+        self.wall_ns.saturating_sub(self.off_cpu_ns())
+    }
+}
+
+/// Off-CPU time charged to stacks, and how well the stacks are known.
+#[derive(Debug, Default)]
+pub struct Assignment {
+    /// Nanoseconds per (pid, tid, provider).
+    pub charged: HashMap<(u32, u32, Provider), u64>,
+    /// Per-thread totals, keyed by (pid, tid).
+    pub threads: HashMap<(u32, u32), ThreadTimes>,
+    /// Off-CPU time whose stack came from a context-switch sample.
+    pub exact_ns: u64,
+    /// Off-CPU time charged to the thread's last CPU sample instead.
+    pub approximate_ns: u64,
+    /// Off-CPU time of threads never sampled before they waited.
+    pub unknown_ns: u64,
+}
+
+/// Collects events per thread; [`Timeline::assign`] turns them into waits.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    threads: HashMap<(u32, u32), Vec<(u64, Event)>>,
+}
+
+impl Timeline {
+    /// Adds one event of thread `tid` of process `pid` at `time`.
+    pub fn push(&mut self, pid: u32, tid: u32, time: u64, event: Event) {
+        self.threads
+            .entry((pid, tid))
+            .or_default()
+            .push((time, event));
+    }
+
+    /// Whether any switch was seen.
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+    }
+
+    /// Measures every wait and charges it to a stack. `end` is when the recording ended: a
+    /// thread still waiting then waited until it.
+    pub fn assign(self, end: u64) -> Assignment {
+        let mut a = Assignment::default();
+        for ((pid, tid), mut events) in self.threads {
+            // Samples sort before the switch at the same instant (the enum's order).
+            events.sort_unstable();
+            let mut times = ThreadTimes::default();
+            let first = events.first().map_or(end, |e| e.0);
+            let mut last_in: Option<u64> = None;
+            let mut last_blocking: Option<u64> = None;
+            let mut last_on_cpu: Option<u64> = None;
+            let mut open: Option<(u64, bool, Provider)> = None;
+            let mut ended: Option<u64> = None;
+            for &(time, ev) in &events {
+                match ev {
+                    Event::Start => {}
+                    Event::OnCpu => last_on_cpu = Some(time),
+                    Event::Blocking => last_blocking = Some(time),
+                    Event::Out(preempt) => {
+                        let fresh =
+                            |t: u64| time - t <= MATCH_WINDOW_NS && last_in.is_none_or(|i| t >= i);
+                        let provider = match (last_blocking.filter(|&t| fresh(t)), last_on_cpu) {
+                            (Some(t), _) => Provider::Blocking(t),
+                            (None, Some(t)) => Provider::OnCpu(t),
+                            (None, None) => Provider::Unknown,
+                        };
+                        open = Some((time, preempt, provider));
+                    }
+                    Event::In => {
+                        last_in = Some(time);
+                        if let Some((out, preempt, provider)) = open.take() {
+                            charge(
+                                &mut a,
+                                &mut times,
+                                (pid, tid),
+                                time - out,
+                                preempt,
+                                provider,
+                            );
+                        }
+                    }
+                    Event::End => ended = Some(time),
+                }
+            }
+            let stop = ended.unwrap_or(end).max(first);
+            // Still away when the recording ended (not after the thread's exit: a dead
+            // thread's last switch-out starts no wait).
+            if let (Some((out, preempt, provider)), None) = (open, ended) {
+                if stop > out {
+                    charge(
+                        &mut a,
+                        &mut times,
+                        (pid, tid),
+                        stop - out,
+                        preempt,
+                        provider,
+                    );
+                }
+            }
+            times.wall_ns = stop - first;
+            a.threads.insert((pid, tid), times);
+        }
+        a
+    }
+}
+
+fn charge(
+    a: &mut Assignment,
+    times: &mut ThreadTimes,
+    (pid, tid): (u32, u32),
+    ns: u64,
+    preempt: bool,
+    provider: Provider,
+) {
+    if preempt {
+        times.runnable_ns += ns;
+    } else {
+        times.blocked_ns += ns;
+    }
+    match provider {
+        Provider::Blocking(_) => a.exact_ns += ns,
+        Provider::OnCpu(_) => a.approximate_ns += ns,
+        Provider::Unknown => a.unknown_ns += ns,
+    }
+    *a.charged.entry((pid, tid, provider)).or_default() += ns;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_charged_to_the_blocking_sample_taken_with_the_switch() {
+        let mut t = Timeline::default();
+        // Thread 2: starts at 100, runs, blocks at 1000 for 3000 ns, blocks at 5000 until
+        // the end (9000). The first switch-out has its sample; the second's was lost.
+        t.push(1, 2, 100, Event::Start);
+        t.push(1, 2, 400, Event::OnCpu);
+        // The rings hand events over out of order.
+        t.push(1, 2, 4000, Event::In);
+        t.push(1, 2, 1000, Event::Out(false));
+        t.push(1, 2, 999, Event::Blocking);
+        t.push(1, 2, 4500, Event::OnCpu);
+        t.push(1, 2, 5000, Event::Out(false));
+        let a = t.assign(9000);
+        assert_eq!(a.charged[&(1, 2, Provider::Blocking(999))], 3000);
+        assert_eq!(a.charged[&(1, 2, Provider::OnCpu(4500))], 4000);
+        assert_eq!(
+            (a.exact_ns, a.approximate_ns, a.unknown_ns),
+            (3000, 4000, 0)
+        );
+        let th = a.threads[&(1, 2)];
+        assert_eq!(th.wall_ns, 8900);
+        assert_eq!(th.blocked_ns, 7000);
+        assert_eq!(th.on_cpu_ns(), 1900);
+    }
+
+    #[test]
+    fn preemption_is_runnable_time_and_an_exit_ends_the_thread() {
+        let mut t = Timeline::default();
+        t.push(1, 3, 0, Event::Out(true));
+        t.push(1, 3, 10, Event::In);
+        t.push(1, 3, 50, Event::End);
+        // The dead thread's last switch-out is no wait.
+        t.push(1, 3, 60, Event::Out(false));
+        let a = t.assign(1000);
+        let th = a.threads[&(1, 3)];
+        assert_eq!((th.runnable_ns, th.blocked_ns, th.wall_ns), (10, 0, 50));
+        assert_eq!(a.charged[&(1, 3, Provider::Unknown)], 10);
+        assert_eq!(a.unknown_ns, 10);
+    }
+
+    #[test]
+    fn a_blocking_sample_from_an_earlier_run_is_not_reused() {
+        let mut t = Timeline::default();
+        t.push(1, 4, 10, Event::Blocking);
+        t.push(1, 4, 11, Event::Out(false));
+        t.push(1, 4, 20, Event::In);
+        // This switch-out's own sample is missing: the one at 10 belongs to the first wait.
+        t.push(1, 4, 30, Event::Out(false));
+        t.push(1, 4, 40, Event::In);
+        let a = t.assign(100);
+        assert_eq!(a.charged[&(1, 4, Provider::Blocking(10))], 9);
+        assert_eq!(a.charged[&(1, 4, Provider::Unknown)], 10);
+        // Far from its switch-out, a sample is not taken for its stack either.
+        let mut t = Timeline::default();
+        t.push(1, 5, 0, Event::Blocking);
+        t.push(1, 5, MATCH_WINDOW_NS + 1, Event::Out(false));
+        t.push(1, 5, MATCH_WINDOW_NS + 2, Event::In);
+        assert_eq!(t.assign(u64::MAX).charged[&(1, 5, Provider::Unknown)], 1);
+    }
+}

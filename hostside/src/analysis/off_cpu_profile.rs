@@ -1,0 +1,149 @@
+//! The off-CPU profile of a recording made with `rec --off-cpu`: every wait measured from the
+//! context switches ([`crate::analysis::off_cpu`]), charged to its stack, and the stacks
+//! symbolized like CPU samples, weighted by the nanoseconds waited.
+//!
+//! Two passes over the file: one without stack bytes collects the switch and sample times, the
+//! second feeds only the samples that name a wait, each once with the sum of its waits as its
+//! weight, through the CPU analysis. Memory is the per-thread event lists, not the stacks.
+
+use crossprof_format::{Record, Sample};
+
+use crate::analysis::cpu::{self, CpuProfile};
+use crate::analysis::off_cpu::{Event, Provider, ThreadTimes, Timeline};
+use crate::pipeline::Loaded;
+use crate::unwinding::StackUnwinder;
+
+/// The header's name of the event whose samples are blocking stacks.
+pub const BLOCKING_EVENT: &str = "context-switches";
+
+/// One thread's wall time, split.
+pub struct OffCpuThread {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name (the last one seen).
+    pub comm: String,
+    /// Its times.
+    pub times: ThreadTimes,
+}
+
+/// The whole off-CPU analysis.
+pub struct OffCpuProfile {
+    /// Stacks and functions; every count is nanoseconds off-CPU.
+    pub profile: CpuProfile,
+    /// All off-CPU time, nanoseconds.
+    pub wait_ns: u64,
+    /// How the recording captured stacks: `exact` or `approximate` (the header's word).
+    pub stacks: String,
+    /// Off-CPU time charged to the stack the thread blocked in.
+    pub exact_ns: u64,
+    /// Off-CPU time charged to the thread's last CPU sample (approximate).
+    pub approximate_ns: u64,
+    /// Off-CPU time of threads with no sample before they waited (no stack).
+    pub unknown_ns: u64,
+    /// Threads by off-CPU time, most first.
+    pub threads: Vec<OffCpuThread>,
+}
+
+/// Measures and charges every wait of the recording.
+pub fn analyze(l: &Loaded) -> OffCpuProfile {
+    let header = l.recording.header();
+    let blocking = header
+        .events
+        .iter()
+        .position(|e| e == BLOCKING_EVENT)
+        .map(|i| i as u32);
+    let mut timeline = Timeline::default();
+    let mut end = header.start_clock_ns.saturating_add(l.duration_ns);
+    l.recording.for_each_metadata(|r| match r {
+        Record::Switch(s) => {
+            let ev = if s.out {
+                Event::Out(s.preempt)
+            } else {
+                Event::In
+            };
+            timeline.push(s.pid, s.tid, s.time, ev);
+        }
+        Record::Sample(s) => timeline.push(s.pid, s.tid, s.time, Event::OnCpu),
+        Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => {
+            timeline.push(e.sample.pid, e.sample.tid, e.sample.time, Event::Blocking)
+        }
+        Record::Fork(t) => timeline.push(t.pid, t.tid, t.time, Event::Start),
+        Record::Exit(t) => timeline.push(t.pid, t.tid, t.time, Event::End),
+        Record::End(e) => end = end.max(e.time),
+        _ => {}
+    });
+    let assignment = timeline.assign(end);
+    let mut charged = assignment.charged;
+    let mut unwinder =
+        StackUnwinder::new(&l.processes, &l.resolver, &header.arch, header.big_endian);
+    let profile = cpu::analyze_weighted(
+        &mut |f| {
+            l.recording.for_each(|r| {
+                let (sample, provider) = match r {
+                    Record::Sample(s) => {
+                        let p = Provider::OnCpu(s.time);
+                        (s, p)
+                    }
+                    Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => {
+                        let p = Provider::Blocking(e.sample.time);
+                        (e.sample, p)
+                    }
+                    _ => return,
+                };
+                if let Some(ns) = charged.remove(&(sample.pid, sample.tid, provider)) {
+                    f(Record::Sample(Sample {
+                        period: ns,
+                        ..sample
+                    }));
+                }
+            });
+            // Waits of threads never sampled before: no stack, only the thread.
+            let mut unknown: Vec<_> = charged
+                .drain()
+                .filter(|((_, _, p), _)| *p == Provider::Unknown)
+                .collect();
+            unknown.sort_unstable();
+            for ((pid, tid, _), ns) in unknown {
+                f(Record::Sample(Sample {
+                    time: end,
+                    pid,
+                    tid,
+                    period: ns,
+                    ..Default::default()
+                }));
+            }
+        },
+        &l.processes,
+        &l.resolver,
+        &mut unwinder,
+        true,
+    );
+    let mut threads: Vec<OffCpuThread> = assignment
+        .threads
+        .into_iter()
+        .map(|((pid, tid), times)| OffCpuThread {
+            pid,
+            tid,
+            comm: l.processes.name(tid, u64::MAX).to_string(),
+            times,
+        })
+        .collect();
+    threads.sort_by(|a, b| {
+        b.times
+            .off_cpu_ns()
+            .cmp(&a.times.off_cpu_ns())
+            .then(a.pid.cmp(&b.pid))
+            .then(a.tid.cmp(&b.tid))
+    });
+    OffCpuProfile {
+        profile,
+        wait_ns: assignment.exact_ns + assignment.approximate_ns + assignment.unknown_ns,
+        stacks: header.off_cpu.clone(),
+        exact_ns: assignment.exact_ns,
+        approximate_ns: assignment.approximate_ns,
+        unknown_ns: assignment.unknown_ns,
+        threads,
+    }
+}

@@ -1,0 +1,78 @@
+/* Ground truth for lock contention. For ROUNDS rounds, holder() takes the mutex, tells
+ * contender() (a semaphore post), keeps the mutex through a 90 ms sleep in hold_lock(), lets
+ * it go and rests 30 ms. contender() waits for the signal in wait_turn() (about 30 ms: the
+ * holder's rest) and then for the mutex in take_lock() (about 90 ms), so of its off-CPU time
+ * 75% is in take_lock (blocked on the mutex) and 25% in wait_turn. The sleeps are long so
+ * that wake-up delays on a busy machine (a few ms) barely move the split.
+ * Usage: mutex_split [ROUNDS] */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdlib.h>
+#include <time.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static sem_t held;
+static long rounds = 20;
+
+__attribute__((noinline)) static void nap(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* The empty asm after each call keeps it from becoming a tail call, which would leave the
+ * caller out of the stack. */
+__attribute__((noinline)) static void hold_lock(void) {
+    nap(90);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void rest(void) {
+    nap(30);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void *holder(void *arg) {
+    (void)arg;
+    for (long i = 0; i < rounds; i++) {
+        pthread_mutex_lock(&lock);
+        sem_post(&held);
+        hold_lock();
+        pthread_mutex_unlock(&lock);
+        rest();
+    }
+    return NULL;
+}
+
+__attribute__((noinline)) static void wait_turn(void) {
+    while (sem_wait(&held) != 0) {
+    }
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void take_lock(void) {
+    pthread_mutex_lock(&lock);
+    pthread_mutex_unlock(&lock);
+    __asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void *contender(void *arg) {
+    (void)arg;
+    for (long i = 0; i < rounds; i++) {
+        wait_turn();
+        take_lock();
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) rounds = atol(argv[1]);
+    sem_init(&held, 0, 0);
+    pthread_t h, c;
+    pthread_create(&c, NULL, contender, NULL);
+    pthread_create(&h, NULL, holder, NULL);
+    pthread_join(h, NULL);
+    pthread_join(c, NULL);
+    return 0;
+}

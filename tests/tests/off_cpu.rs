@@ -1,0 +1,334 @@
+//! Issue 14, acceptance 1: off-CPU time from `rec --off-cpu`, against programs whose waits are
+//! known. `off_cpu.c`: nap() sleeps 30 ms of every 40 ms of the main thread (75% of its wall
+//! time); waiter() blocks on a condition variable for the whole run. `mutex_split.c`: the
+//! contender waits 30 ms of every 40 on the mutex and 10 on a semaphore.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use crossprof_tests::*;
+use serde_json::Value;
+
+/// `report --off-cpu --json`'s function row named exactly `name`.
+fn off_cpu_function<'a>(r: &'a Value, name: &str) -> Option<&'a Value> {
+    r["off_cpu"]["functions"]
+        .as_array()?
+        .iter()
+        .find(|f| f["function"].as_str() == Some(name))
+}
+
+fn total_ns(r: &Value, name: &str) -> u64 {
+    off_cpu_function(r, name)
+        .and_then(|f| f["total_ns"].as_u64())
+        .unwrap_or(0)
+}
+
+/// The thread rows of the `off_cpu` section, by tid order of creation (main thread first).
+fn threads(r: &Value) -> Vec<Value> {
+    let mut t = r["off_cpu"]["threads"].as_array().expect("threads").clone();
+    t.sort_by_key(|t| t["tid"].as_u64());
+    t
+}
+
+fn ns(v: &Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {v}"))
+}
+
+fn report(recording: &Path, sysroot: &Path) -> Value {
+    let out = hostside_ok(&[
+        "report",
+        "--off-cpu",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ]);
+    serde_json::from_str(&out).expect("valid JSON")
+}
+
+/// What off_cpu.c measured itself: the share of its run spent in nap(), percent.
+fn measured_nap_share(stdout: &[u8]) -> f64 {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("nap_ns "))
+        .unwrap_or_else(|| panic!("no measurement in {text:?}"));
+    let w: Vec<f64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(w.len(), 2, "{line}");
+    100.0 * w[0] / w[1]
+}
+
+/// Runs `run` (which records off_cpu.c and returns the report and the program's output) until
+/// the program measures nap() at 75% of its run (±5 points; on a busy machine burn() can end
+/// late), at most three times.
+fn with_truth(mut run: impl FnMut(u32) -> (Value, Vec<u8>)) -> (Value, f64) {
+    let mut last = 0.0;
+    for attempt in 0..3 {
+        let (r, stdout) = run(attempt);
+        last = measured_nap_share(&stdout);
+        if (70.0..=80.0).contains(&last) {
+            return (r, last);
+        }
+        eprintln!("off_cpu.c measured nap at {last:.1}% of its run (machine busy); again");
+    }
+    panic!("off_cpu.c never ran its 75% split (last {last:.1}%): the machine is too busy");
+}
+
+/// The main thread's and the waiter's rows, checked for what holds in both stack modes: the
+/// main thread blocked 75% of its wall time (±5 points, and within 3 of what the program
+/// measured), the waiter for the whole run (±5%).
+fn assert_thread_split(r: &Value, truth: f64) -> (u64, u64) {
+    let t = threads(r);
+    assert_eq!(t.len(), 2, "{r:#}");
+    let (main, waiter) = (&t[0], &t[1]);
+    let wall = ns(main, "wall_ns");
+    assert!(wall > 1_500_000_000, "a short run: {main}");
+    let blocked = 100.0 * ns(main, "blocked_ns") as f64 / wall as f64;
+    assert!(
+        (70.0..=80.0).contains(&blocked) && (blocked - truth).abs() <= 3.0,
+        "main thread blocked {blocked:.1}% of its wall time, the program measured {truth:.1}%: {main}"
+    );
+    let waited = ns(waiter, "blocked_ns") as f64 / wall as f64;
+    assert!(
+        (0.95..=1.05).contains(&waited),
+        "the waiter blocked {:.1}% of the run: {waiter}",
+        waited * 100.0
+    );
+    for row in [main, waiter] {
+        assert_eq!(
+            ns(row, "on_cpu_ns") + ns(row, "off_cpu_ns"),
+            ns(row, "wall_ns"),
+            "{row}"
+        );
+    }
+    (wall, ns(waiter, "blocked_ns"))
+}
+
+#[test]
+fn sleeping_and_waiting_threads_exact_stacks() {
+    let p = build("off_cpu.c", "off_cpu_exact", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let out = scratch().join("off_cpu_exact.zst");
+    let (r, truth) = with_truth(|_| {
+        let o = run_rec(&[
+            "--off-cpu",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            p.board.to_str().unwrap(),
+            "50",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (report(&out, &p.sysroot), o.stdout)
+    });
+    assert_eq!(r["off_cpu"]["stacks"], "exact", "{:#}", r["off_cpu"]);
+    let (wall, _) = assert_thread_split(&r, truth);
+    // nap(): 75% of the main thread's wall time, all of it under work_loop and main.
+    let nap = total_ns(&r, "nap");
+    let share = 100.0 * nap as f64 / wall as f64;
+    assert!(
+        (70.0..=80.0).contains(&share) && (share - truth).abs() <= 3.0,
+        "nap is off-CPU {share:.1}% of the main thread's wall time ({truth:.1}% measured): {:#}",
+        r["off_cpu"]
+    );
+    assert!(total_ns(&r, "work_loop") >= nap && total_ns(&r, "main") >= nap);
+    // The waiter: blocked in wait_for_go, in pthread_cond_wait, under waiter, for the run.
+    let wait = total_ns(&r, "wait_for_go");
+    let run = wait as f64 / wall as f64;
+    assert!(
+        (0.95..=1.05).contains(&run),
+        "wait_for_go waited {:.1}% of the run: {:#}",
+        run * 100.0,
+        r["off_cpu"]
+    );
+    assert!(total_ns(&r, "waiter") >= wait);
+    assert!(
+        r["off_cpu"]["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["function"]
+                .as_str()
+                .is_some_and(|n| n.contains("pthread_cond_wait"))
+                && f["total_ns"].as_u64() >= Some(wait)),
+        "{:#}",
+        r["off_cpu"]
+    );
+    // burn() spins: no blocked time of its own beyond preemption.
+    assert!(total_ns(&r, "burn") * 4 < nap, "{:#}", r["off_cpu"]);
+    assert_eq!(r["off_cpu"]["approximate_ns"], 0, "{:#}", r["off_cpu"]);
+    // Every nanosecond is charged once: the section's total is the threads' off-CPU time.
+    let sum: u64 = threads(&r).iter().map(|t| ns(t, "off_cpu_ns")).sum();
+    assert_eq!(ns(&r["off_cpu"], "wait_ns"), sum);
+
+    // The text report and the flame graph say the same.
+    let text = hostside_ok(&[
+        "report",
+        "--off-cpu",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(text.contains("stacks: exact"), "{text}");
+    let chain = text
+        .lines()
+        .find(|l| l.contains("nap (off_cpu.c:") && l.contains(" <- "))
+        .unwrap_or_else(|| panic!("no chain through nap:\n{text}"));
+    assert!(chain.contains("<- work_loop (off_cpu.c:"), "{chain}");
+    let svg = scratch().join("off_cpu_exact.svg");
+    hostside_ok(&[
+        "flamegraph",
+        "--off-cpu",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.contains("off-CPU time: ") && svg.contains("wait_for_go"));
+}
+
+/// Restores `kernel.perf_event_paranoid` when the test ends, however it ends.
+struct Paranoid(Option<String>);
+
+impl Paranoid {
+    const PATH: &'static str = "/proc/sys/kernel/perf_event_paranoid";
+
+    fn set(level: &str) -> Paranoid {
+        let old = std::fs::read_to_string(Self::PATH).expect("read perf_event_paranoid");
+        if old.trim() == level {
+            return Paranoid(None);
+        }
+        std::fs::write(Self::PATH, level).expect("set perf_event_paranoid (needs root)");
+        Paranoid(Some(old))
+    }
+}
+
+impl Drop for Paranoid {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            let _ = std::fs::write(Self::PATH, old.trim());
+        }
+    }
+}
+
+#[test]
+fn unprivileged_recording_has_approximate_stacks_and_exact_times() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let p = build("off_cpu.c", "off_cpu_user", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    // A directory the unprivileged user can read, write and run from: rec and the output.
+    let dir = scratch().join("off_cpu_user_run");
+    std::fs::create_dir_all(&dir).unwrap();
+    for d in [
+        scratch(),
+        &scratch().join("off_cpu_user"),
+        p.board.parent().unwrap(),
+    ] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let rec_copy = dir.join("rec");
+    std::fs::copy(rec(), &rec_copy).unwrap();
+    let out = dir.join("user.zst");
+    let args = [
+        "--off-cpu",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        p.board.to_str().unwrap(),
+        "50",
+    ];
+    let (r, truth) = with_truth(|_| {
+        let status = {
+            let _level = root.then(|| Paranoid::set("2"));
+            let mut cmd = if root {
+                let mut c = Command::new("setpriv");
+                c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                    .arg(&rec_copy);
+                c
+            } else {
+                Command::new(&rec_copy)
+            };
+            cmd.args(args).output().expect("run rec unprivileged")
+        };
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        (report(&out, &p.sysroot), status.stdout)
+    });
+    assert_eq!(r["off_cpu"]["stacks"], "approximate", "{:#}", r["off_cpu"]);
+    assert_eq!(r["off_cpu"]["exact_ns"], 0);
+    let (wall, waited) = assert_thread_split(&r, truth);
+    // The stacks are the threads' last CPU samples: burn() under the right callers.
+    let main_off = ns(&threads(&r)[0], "off_cpu_ns");
+    let in_loop = total_ns(&r, "work_loop");
+    assert!(
+        in_loop * 100 >= main_off * 90,
+        "work_loop {in_loop} of {main_off} ns: {:#}",
+        r["off_cpu"]
+    );
+    assert!(
+        total_ns(&r, "waiter") >= waited,
+        "waiter: {:#}",
+        r["off_cpu"]
+    );
+    assert_eq!(total_ns(&r, "nap"), 0, "no blocking stacks without rights");
+    assert!(wall > 0);
+    let text = hostside_ok(&[
+        "report",
+        "--off-cpu",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains("stacks: APPROXIMATE") && text.contains("perf_event_paranoid"),
+        "{text}"
+    );
+}
+
+#[test]
+fn mutex_contention_splits_75_25() {
+    let p = build("mutex_split.c", "mutex_split", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let out = scratch().join("mutex_split.zst");
+    record(&out, &["--off-cpu"], &[p.board.to_str().unwrap(), "20"]);
+    let r = report(&out, &p.sysroot);
+    assert_eq!(r["off_cpu"]["stacks"], "exact");
+    for (a, b) in [("take_lock", "wait_turn"), ("hold_lock", "rest")] {
+        let (na, nb) = (total_ns(&r, a), total_ns(&r, b));
+        let s = share(na, nb);
+        assert!(
+            (70.0..=80.0).contains(&s),
+            "{a} has {s:.1}% of {a}+{b} ({na} vs {nb} ns): {:#}",
+            r["off_cpu"]
+        );
+    }
+    // The contender's mutex wait is in pthread_mutex_lock, under take_lock and contender.
+    let lock = r["off_cpu"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            f["function"]
+                .as_str()
+                .is_some_and(|n| n.contains("pthread_mutex_lock"))
+        })
+        .unwrap_or_else(|| panic!("no pthread_mutex_lock: {:#}", r["off_cpu"]));
+    let take = total_ns(&r, "take_lock");
+    assert!(ns(lock, "total_ns") >= take * 95 / 100, "{lock}");
+    assert!(total_ns(&r, "contender") >= take + total_ns(&r, "wait_turn"));
+}
