@@ -16,16 +16,35 @@ pub enum Arch {
 }
 
 impl Arch {
-    /// The architecture this code was compiled for, which is the board's when it runs in `rec`.
+    /// Every architecture, in header-name order.
+    pub const ALL: [Arch; 5] = [
+        Arch::X86_64,
+        Arch::X86,
+        Arch::Aarch64,
+        Arch::Arm,
+        Arch::Riscv64,
+    ];
+
+    /// The architecture this code was compiled for, which is the board's when it runs in
+    /// `rec`; `None` on any other. A constant, so `rec` can build its register mask at
+    /// compile time.
+    pub const NATIVE: Option<Arch> = if cfg!(target_arch = "x86_64") {
+        Some(Arch::X86_64)
+    } else if cfg!(target_arch = "x86") {
+        Some(Arch::X86)
+    } else if cfg!(target_arch = "aarch64") {
+        Some(Arch::Aarch64)
+    } else if cfg!(target_arch = "arm") {
+        Some(Arch::Arm)
+    } else if cfg!(target_arch = "riscv64") {
+        Some(Arch::Riscv64)
+    } else {
+        None
+    };
+
+    /// The architecture this code was compiled for ([`Arch::NATIVE`]).
     pub fn native() -> Option<Arch> {
-        match std::env::consts::ARCH {
-            "x86_64" => Some(Arch::X86_64),
-            "x86" => Some(Arch::X86),
-            "aarch64" => Some(Arch::Aarch64),
-            "arm" => Some(Arch::Arm),
-            "riscv64" => Some(Arch::Riscv64),
-            _ => None,
-        }
+        Arch::NATIVE
     }
 
     /// The header name.
@@ -41,22 +60,14 @@ impl Arch {
 
     /// Parses a header name; unknown names are an error for the caller to report, never a guess.
     pub fn from_name(name: &str) -> Option<Arch> {
-        [
-            Arch::X86_64,
-            Arch::X86,
-            Arch::Aarch64,
-            Arch::Arm,
-            Arch::Riscv64,
-        ]
-        .into_iter()
-        .find(|a| a.name() == name)
+        Arch::ALL.into_iter().find(|a| a.name() == name)
     }
 
     /// Pointer size in bytes.
-    pub fn pointer_size(self) -> u8 {
+    pub const fn pointer_size(self) -> u8 {
         match self {
             Arch::X86 | Arch::Arm => 4,
-            _ => 8,
+            Arch::X86_64 | Arch::Aarch64 | Arch::Riscv64 => 8,
         }
     }
 }

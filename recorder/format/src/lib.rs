@@ -27,12 +27,14 @@ pub mod codec;
 mod heap_batch;
 mod heap_stream;
 mod live_map;
+pub mod perf_regs;
 mod reader;
 mod record;
 mod writer;
 
 pub use arch::Arch;
 pub use heap_stream::{HeapEvent, UNKNOWN_BLOCK};
+pub use perf_regs::PerfRegs;
 pub use reader::{Damage, OpenError, Reader, Summary};
 pub use record::*;
 pub use writer::{FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT};
