@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Result};
-use crossprof_format::{Record, Summary};
+use crossprof_format::{Arch, Record, Summary};
 use crossprof_symbols::Lookup;
 
 use crate::analysis::cpu::{self, CpuProfile};
@@ -51,14 +51,23 @@ pub struct Loaded {
     pub has_switches: bool,
 }
 
-/// Opens and analyses `path`.
-pub fn load(path: &Path, lookup: &Lookup) -> Result<Loaded> {
-    Ok(analyze(Recording::open(path)?, lookup))
+/// Opens and analyses `path`; an architecture this hostside does not know is refused (see
+/// [`analyze`]).
+pub fn load_checked(path: &Path, lookup: &Lookup) -> Result<Loaded> {
+    analyze(Recording::open(path)?, lookup)
 }
 
-/// Analyses an opened recording. Never fails: a damaged recording yields what its intact
-/// frames hold.
-pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
+/// Analyses an opened recording. The architecture is read from the header first, before any
+/// pass, and an unknown one is an error that says so instead of guessing; after that nothing
+/// fails: a damaged recording yields what its intact frames hold.
+pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
+    let Some(arch) = Arch::from_name(&recording.header().arch) else {
+        bail!(
+            "{}: unknown target architecture {:?}",
+            recording.path().display(),
+            recording.header().arch
+        );
+    };
     let mut last_time = 0u64;
     let mut lost: BTreeMap<String, u64> = BTreeMap::new();
     let mut end_time = None;
@@ -95,7 +104,7 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
     has_heap |= summary.heap_records > 0;
     let resolver = Resolver::new(&processes, lookup);
     let header = recording.header();
-    let mut unwinder = StackUnwinder::new(&processes, &resolver, &header.arch, header.big_endian);
+    let mut unwinder = StackUnwinder::new(&processes, &resolver, arch, header.big_endian);
     // Debug info loads on another core while this one reads and unwinds the samples. Without
     // samples, modules load as the heap analysis first needs them: those that hold no
     // allocation site are never read.
@@ -117,7 +126,7 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
     });
     let start = recording.header().start_clock_ns;
     let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
-    Loaded {
+    Ok(Loaded {
         recording,
         summary,
         processes,
@@ -128,7 +137,7 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Loaded {
         duration_ns,
         has_heap,
         has_switches,
-    }
+    })
 }
 
 impl Loaded {
@@ -169,18 +178,4 @@ impl Loaded {
             diagnostics,
         }
     }
-}
-
-/// Loads a recording and refuses an architecture this hostside does not know, with a message
-/// that says so instead of guessing.
-pub fn load_checked(path: &Path, lookup: &Lookup) -> Result<Loaded> {
-    let l = load(path, lookup)?;
-    if crossprof_format::Arch::from_name(&l.recording.header().arch).is_none() {
-        bail!(
-            "{}: unknown target architecture {:?}",
-            path.display(),
-            l.recording.header().arch
-        );
-    }
-    Ok(l)
 }

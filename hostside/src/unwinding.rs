@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use crossprof_format::{Arch, Sample};
 use crossprof_symbols::MatchKind;
-use crossprof_unwind::{AddressSpace, CutShort, Outcome, Registers, UnwindSections};
+use crossprof_unwind::arch::{Aarch64, Arm, Riscv64, X86, X86_64};
+use crossprof_unwind::{AddressSpace, Architecture, CutShort, Outcome, Registers, UnwindSections};
 use serde::Serialize;
 
 use crate::processes::{ModuleIdx, Processes, SpaceKey};
@@ -27,8 +28,6 @@ pub struct UnwindStats {
     pub truncated: u64,
     /// Why they stopped, by reason.
     pub truncated_by: CutShortCounts,
-    /// Samples of an architecture without a host unwinder yet (leaf frame only).
-    pub unsupported: u64,
     /// Samples that carried no usable registers (leaf frame unknown).
     pub no_registers: u64,
     /// Frames found by prologue analysis, a heuristic: 32-bit ARM code without any unwind
@@ -82,7 +81,7 @@ impl CutShortCounts {
 impl UnwindStats {
     /// Samples that carried a stack copy.
     pub fn total(&self) -> u64 {
-        self.complete + self.truncated + self.unsupported + self.no_registers
+        self.complete + self.truncated + self.no_registers
     }
 
     /// Counts one unwind's outcome.
@@ -93,42 +92,19 @@ impl UnwindStats {
                 self.truncated += 1;
                 *self.truncated_by.get_mut(why) += 1;
             }
-            Outcome::Unsupported => self.unsupported += 1,
         }
     }
 }
 
-/// Unwinds the stack-copy samples of one recording.
-pub struct StackUnwinder<'a> {
+/// The architecture-independent half of the unwinder: where modules come from, and each
+/// module's unwind sections, read once.
+struct Modules<'a> {
     processes: &'a Processes,
     resolver: &'a Resolver,
-    arch: Option<Arch>,
-    big_endian: bool,
     sections: HashMap<ModuleIdx, Option<Arc<UnwindSections>>>,
-    spaces: HashMap<SpaceKey, AddressSpace>,
-    /// Outcomes so far.
-    pub stats: UnwindStats,
 }
 
-impl<'a> StackUnwinder<'a> {
-    /// An unwinder for a recording of `arch` (the header's name).
-    pub fn new(
-        processes: &'a Processes,
-        resolver: &'a Resolver,
-        arch: &str,
-        big_endian: bool,
-    ) -> Self {
-        StackUnwinder {
-            processes,
-            resolver,
-            arch: Arch::from_name(arch),
-            big_endian,
-            sections: HashMap::new(),
-            spaces: HashMap::new(),
-            stats: UnwindStats::default(),
-        }
-    }
-
+impl Modules<'_> {
     fn sections(&mut self, module: ModuleIdx) -> Option<Arc<UnwindSections>> {
         if let Some(s) = self.sections.get(&module) {
             return s.clone();
@@ -157,20 +133,9 @@ impl<'a> StackUnwinder<'a> {
         UnwindSections::from_elf(&image, debug.as_deref()).ok()
     }
 
-    fn space(&mut self, key: SpaceKey) -> &mut AddressSpace {
-        if !self.spaces.contains_key(&key) {
-            let built = self.build_space(key);
-            self.spaces.insert(key, built);
-        }
-        let (arch, big_endian) = (self.arch.unwrap_or(Arch::X86_64), self.big_endian);
-        self.spaces
-            .entry(key)
-            .or_insert_with(|| AddressSpace::new(arch, big_endian))
-    }
-
-    fn build_space(&mut self, key: SpaceKey) -> AddressSpace {
-        let arch = self.arch.unwrap_or(Arch::X86_64);
-        let mut space = AddressSpace::new(arch, self.big_endian);
+    /// A new address space for process image `key`, with its modules at their load biases.
+    fn build_space<A: Architecture>(&mut self, key: SpaceKey, big_endian: bool) -> AddressSpace<A> {
+        let mut space = AddressSpace::<A>::new(big_endian);
         // One entry per module: its whole executable range, biased by its lowest mapping.
         // Every listed mapping is executable, so the bias comes from the executable segment
         // (see `UnwindSections::bias`).
@@ -209,29 +174,105 @@ impl<'a> StackUnwinder<'a> {
         }
         space
     }
+}
+
+/// The address spaces of one architecture: the unwinding monomorphized over `A`.
+struct Spaces<A: Architecture> {
+    big_endian: bool,
+    spaces: HashMap<SpaceKey, AddressSpace<A>>,
+}
+
+/// What [`StackUnwinder`] asks of its architecture's [`Spaces`], once per sample.
+trait ArchSpaces {
+    fn pc(&self, s: &Sample) -> Option<u64>;
+    fn user_chain(
+        &mut self,
+        modules: &mut Modules<'_>,
+        key: SpaceKey,
+        s: &Sample,
+        stats: &mut UnwindStats,
+    ) -> Vec<u64>;
+}
+
+impl<A: Architecture> ArchSpaces for Spaces<A> {
+    fn pc(&self, s: &Sample) -> Option<u64> {
+        Registers::from_sample::<A>(s.regs_mask, &s.regs).map(|r| r.pc)
+    }
+
+    fn user_chain(
+        &mut self,
+        modules: &mut Modules<'_>,
+        key: SpaceKey,
+        s: &Sample,
+        stats: &mut UnwindStats,
+    ) -> Vec<u64> {
+        let Some(regs) = Registers::from_sample::<A>(s.regs_mask, &s.regs) else {
+            stats.no_registers += 1;
+            return Vec::new();
+        };
+        let big_endian = self.big_endian;
+        let space = self
+            .spaces
+            .entry(key)
+            .or_insert_with(|| modules.build_space::<A>(key, big_endian));
+        let mut out = Vec::new();
+        let outcome = space.unwind(regs, &s.stack, &mut out);
+        stats.prologue_frames += space.take_prologue_frames();
+        stats.count(outcome);
+        out
+    }
+}
+
+/// Unwinds the stack-copy samples of one recording. The architecture is chosen once, here,
+/// from the header; every sample then goes to the unwinder built for it.
+pub struct StackUnwinder<'a> {
+    modules: Modules<'a>,
+    spaces: Box<dyn ArchSpaces>,
+    /// Outcomes so far.
+    pub stats: UnwindStats,
+}
+
+impl<'a> StackUnwinder<'a> {
+    /// An unwinder for a recording of `arch`.
+    pub fn new(
+        processes: &'a Processes,
+        resolver: &'a Resolver,
+        arch: Arch,
+        big_endian: bool,
+    ) -> Self {
+        fn spaces<A: Architecture>(big_endian: bool) -> Box<dyn ArchSpaces> {
+            Box::new(Spaces::<A> {
+                big_endian,
+                spaces: HashMap::new(),
+            })
+        }
+        let spaces = match arch {
+            Arch::X86_64 => spaces::<X86_64>(big_endian),
+            Arch::X86 => spaces::<X86>(big_endian),
+            Arch::Aarch64 => spaces::<Aarch64>(big_endian),
+            Arch::Arm => spaces::<Arm>(big_endian),
+            Arch::Riscv64 => spaces::<Riscv64>(big_endian),
+        };
+        StackUnwinder {
+            modules: Modules {
+                processes,
+                resolver,
+                sections: HashMap::new(),
+            },
+            spaces,
+            stats: UnwindStats::default(),
+        }
+    }
 
     /// The user instruction pointer of a stack-copy sample, if its registers hold one.
     pub fn pc(&self, s: &Sample) -> Option<u64> {
-        self.arch
-            .and_then(|a| Registers::from_sample(a, s.regs_mask, &s.regs))
-            .map(|r| r.pc)
+        self.spaces.pc(s)
     }
 
     /// The user call chain of a stack-copy sample in address space `key`, innermost first
     /// (instruction pointer, then return addresses).
     pub fn user_chain(&mut self, key: SpaceKey, s: &Sample) -> Vec<u64> {
-        let Some(regs) = self
-            .arch
-            .and_then(|a| Registers::from_sample(a, s.regs_mask, &s.regs))
-        else {
-            self.stats.no_registers += 1;
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let space = self.space(key);
-        let outcome = space.unwind(regs, &s.stack, &mut out);
-        self.stats.prologue_frames += space.take_prologue_frames();
-        self.stats.count(outcome);
-        out
+        self.spaces
+            .user_chain(&mut self.modules, key, s, &mut self.stats)
     }
 }

@@ -142,6 +142,65 @@ fn armv7_board_unwinds_thumb2_stack_copies() {
     board_unwinds_stack_copies(Board::Armv7, "board_armv7_dwarf", "160");
 }
 
+/// Signal frames on ARMv7 (issue 13): signal_frames.c built with Debian armhf's defaults
+/// (Thumb-2, -O2, no frame pointers) raises SIGUSR1 every round; the handler's work runs on
+/// the signal frame, and glibc's Thumb-2 `__default_sa_restorer` is its return address. Every
+/// sample in in_handler_work must unwind through that trampoline, with the registers the
+/// kernel saved, into the interrupted code: in_handler_work <- (handler) <- signal frame <-
+/// raise <- interrupted <- main.
+#[test]
+fn armv7_board_unwinds_through_signal_frames() {
+    let board = Board::Armv7;
+    let tag = "board_armv7_signal";
+    let sysroot = Sysroot::new(board, tag);
+    let p = sysroot.build_c(board, "signal_frames.c", "signal_frames", &["-O2"]);
+    let files = vec![(p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755)];
+    let job = [
+        "/rec",
+        "--call-graph",
+        "dwarf",
+        "--out",
+        "/out/sig.zst",
+        "--",
+        &p.guest,
+        "40",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let run = boot(board, tag, files, &[job]);
+    assert_eq!(
+        run.statuses,
+        vec![0],
+        "rec failed on the board: {}\n{}",
+        String::from_utf8_lossy(run.file("job0.log")),
+        run.console
+    );
+    let out = save(&run, "sig.zst", tag);
+    let stacks = folded_stacks(&out, &sysroot.dir);
+    let in_handler: Vec<&(Vec<String>, u64)> = stacks
+        .iter()
+        .filter(|(s, _)| s.last().is_some_and(|f| f == "in_handler_work"))
+        .collect();
+    let total: u64 = in_handler.iter().map(|(_, n)| n).sum();
+    assert!(total >= 100, "{total} samples in the handler");
+    let through: u64 = in_handler
+        .iter()
+        .filter(|(s, _)| {
+            let pos = |name: &str| s.iter().position(|f| f == name);
+            matches!(
+                (pos("main"), pos("interrupted"), pos("in_handler_work")),
+                (Some(m), Some(i), Some(h)) if m < i && i < h
+            )
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        through * 100 >= total * 99,
+        "{through} of {total} handler samples unwind into interrupted <- main: {in_handler:?}"
+    );
+}
+
 #[test]
 fn aarch64_board_splits_75_25_with_callers() {
     let board = Board::Aarch64;

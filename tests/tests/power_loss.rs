@@ -93,7 +93,8 @@ fn full_report(data: Vec<u8>, lookup: &Lookup) -> Option<u64> {
     let l = analyze(
         Recording::from_bytes(Path::new("cut.zst"), data).ok()?,
         lookup,
-    );
+    )
+    .ok()?;
     text::cpu_report(&mut sink, &l.context(None), &l.cpu, 10).unwrap();
     assert_eq!(i.records.get("sample").copied().unwrap_or(0), l.cpu.samples);
     Some(l.cpu.samples)

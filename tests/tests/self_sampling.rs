@@ -10,7 +10,8 @@ use std::process::Command;
 use crossprof_format::Arch;
 use crossprof_symbols::{Lookup, MatchKind, Module};
 use crossprof_tests::*;
-use crossprof_unwind::{AddressSpace, Outcome, Registers, UnwindSections};
+use crossprof_unwind::arch::{Arm, Riscv64};
+use crossprof_unwind::{AddressSpace, Architecture, Outcome, Registers, UnwindSections};
 
 struct Sample {
     regs: Vec<u64>,
@@ -38,11 +39,8 @@ fn parse(bytes: &[u8]) -> Vec<Sample> {
 
 /// How one architecture is built and run here.
 struct Target {
-    arch: Arch,
     gcc: &'static str,
     qemu: &'static str,
-    /// perf's register mask for the registers self_sample.c writes.
-    regs_mask: u64,
     tag: &'static str,
     /// Rounds of work: enough for a few hundred samples at qemu's speed for the target.
     rounds: &'static str,
@@ -58,11 +56,9 @@ fn tool(name: &str) -> bool {
 
 #[test]
 fn thumb2_stacks_unwind_through_exidx_and_debug_frame_to_main() {
-    unwind_self_samples(&Target {
-        arch: Arch::Arm,
+    unwind_self_samples::<Arm>(&Target {
         gcc: "arm-linux-gnueabihf-gcc",
         qemu: "qemu-arm-static",
-        regs_mask: 0xffff,
         tag: "self-sample-arm",
         rounds: "3000",
     });
@@ -70,17 +66,16 @@ fn thumb2_stacks_unwind_through_exidx_and_debug_frame_to_main() {
 
 #[test]
 fn riscv64_stacks_unwind_through_eh_frame_to_main() {
-    unwind_self_samples(&Target {
-        arch: Arch::Riscv64,
+    unwind_self_samples::<Riscv64>(&Target {
         gcc: "riscv64-linux-gnu-gcc",
         qemu: "qemu-riscv64-static",
-        regs_mask: (1 << 0) | (1 << 1) | (1 << 2) | (1 << 8),
         tag: "self-sample-riscv64",
         rounds: "9000",
     });
 }
 
-fn unwind_self_samples(t: &Target) {
+/// self_sample.c writes the registers `rec` would capture: perf's user mask for `A`.
+fn unwind_self_samples<A: Architecture>(t: &Target) {
     // The cross compilers and qemu-user come from the project's setup script.
     assert!(
         tool(t.gcc) && tool(t.qemu),
@@ -100,7 +95,7 @@ fn unwind_self_samples(t: &Target) {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // Thumb-2 is Debian armhf's default: the hot function starts with a 32-bit Thumb push.
-    if t.arch == Arch::Arm {
+    if A::ARCH == Arch::Arm {
         let dis = Command::new("arm-linux-gnueabihf-objdump")
             .arg("-d")
             .arg(&exe)
@@ -132,7 +127,7 @@ fn unwind_self_samples(t: &Target) {
     let image = std::fs::read(&exe).unwrap();
     let sections = std::sync::Arc::new(UnwindSections::from_elf(&image, None).unwrap());
     assert!(sections.has_unwind_info());
-    let mut space = AddressSpace::new(t.arch, false);
+    let mut space = AddressSpace::<A>::new(false);
     // A static, non-PIE executable: loaded at its stated addresses (bias 0).
     space.add_module("self_sample", 0..u64::MAX, 0, &sections);
     let lookup = Lookup {
@@ -156,7 +151,7 @@ fn unwind_self_samples(t: &Target) {
 
     let (mut to_main, mut deep, mut rec, mut complete) = (0, 0, 0, 0);
     for s in &samples {
-        let regs = Registers::from_sample(t.arch, t.regs_mask, &s.regs).unwrap();
+        let regs = Registers::from_sample::<A>(A::PERF_REGS.user_mask, &s.regs).unwrap();
         let mut chain = Vec::new();
         let outcome = space.unwind(regs, &s.stack, &mut chain);
         if outcome == Outcome::Complete {

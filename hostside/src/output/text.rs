@@ -114,13 +114,6 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
             u.prologue_frames
         )?;
     }
-    if u.unsupported > 0 {
-        writeln!(
-            out,
-            "            {:>7} leaf only (no unwinder for this architecture)",
-            u.unsupported
-        )?;
-    }
     if u.no_registers > 0 {
         writeln!(
             out,

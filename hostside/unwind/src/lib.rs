@@ -12,25 +12,41 @@
 //! per-address-space unwinder caches unwind rules, so repeated samples at the same addresses
 //! are cheap.
 //!
-//! Architectures: x86_64 and AArch64 through `framehop` (a well-kept unwinder that also falls
-//! back to frame pointers where a module has no unwind info); 32-bit ARM through the EHABI
-//! tables (`.ARM.exidx`/`.ARM.extab`, see the `arm` module for why it is hand-written), with
-//! `.debug_frame` (read by gimli) first where it covers the address: gcc emits no EHABI
-//! entries for C code by default; i686 and RISC-V through DWARF CFI read and evaluated with
-//! gimli (`.eh_frame`, then `.debug_frame`), since framehop does not cover them.
+//! ```no_run
+//! use std::sync::Arc;
+//! use crossprof_unwind::arch::Aarch64;
+//! use crossprof_unwind::{AddressSpace, Registers, UnwindSections};
+//! # fn f(image: &[u8], mask: u64, values: &[u64], stack: &[u8]) -> Option<()> {
+//! let sections = Arc::new(UnwindSections::from_elf(image, None).ok()?);
+//! let mut space = AddressSpace::<Aarch64>::new(false);
+//! space.add_module("/usr/bin/app", 0x40_0000..0x48_0000, 0x40_0000, &sections);
+//! let mut frames = Vec::new();
+//! let outcome = space.unwind(Registers::from_sample::<Aarch64>(mask, values)?, stack, &mut frames);
+//! # Some(()) }
+//! ```
+//!
+//! Architectures, one directory each under [`arch`], behind the [`Architecture`] trait; the
+//! caller picks one type per recording (from its header) and everything below is
+//! monomorphized. x86_64 and AArch64 go through `framehop` (a well-kept unwinder), checked
+//! and completed by gimli; 32-bit ARM through the EHABI tables (`.ARM.exidx`/`.ARM.extab`,
+//! see [`arch::arm`] for why it is hand-written), with `.debug_frame` (read by gimli) first
+//! where it covers the address: gcc emits no EHABI entries for C code by default; i686 and
+//! RISC-V through DWARF CFI read and evaluated with gimli (`.eh_frame`, then
+//! `.debug_frame`), since framehop does not cover them. Signal frames are stepped through on
+//! x86_64, AArch64, ARM and RISC-V.
 #![deny(missing_docs)]
 
-mod arm;
+pub mod arch;
 mod cfi;
 mod cfi_walk;
+mod framehop_walk;
 mod outcome;
 mod regs;
 mod sections;
-mod signal;
 mod space;
 mod stack;
-mod walk;
 
+pub use arch::Architecture;
 pub use outcome::{CutShort, Outcome};
 pub use regs::Registers;
 pub use sections::{Error, UnwindSections};

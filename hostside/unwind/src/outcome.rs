@@ -10,8 +10,6 @@ pub enum Outcome {
     Complete,
     /// Stopped before the outermost frame; the frames found so far are kept.
     CutShort(CutShort),
-    /// No unwinder for this architecture yet: only the sampled instruction pointer is known.
-    Unsupported,
 }
 
 /// Why an unwind stopped before the outermost frame.

@@ -37,7 +37,7 @@ pub struct UnwindSections {
     pub(crate) text_segment_svma: Option<Range<u64>>,
     pub(crate) text_segment: Option<Arc<[u8]>>,
     /// `.ARM.exidx` and `.ARM.extab` as one lookup table (32-bit ARM only).
-    pub(crate) arm_exidx: Option<Arc<crate::arm::ExidxTable>>,
+    pub(crate) arm_exidx: Option<Arc<crate::arch::arm::ExidxTable>>,
     /// `.debug_frame`, indexed.
     pub(crate) cfi: Option<Arc<crate::cfi::CfiTable>>,
     /// `.eh_frame`, indexed: the CFI of i686 and RISC-V, and the coverage check of the
@@ -50,7 +50,7 @@ pub struct UnwindSections {
     pub(crate) entry: Option<u64>,
     pub(crate) segments: Vec<Segment>,
     /// The functions of a 32-bit ARM module, for prologue analysis where no table applies.
-    pub(crate) arm_functions: crate::arm::Functions,
+    pub(crate) arm_functions: crate::arch::arm::Functions,
 }
 
 type Found = Option<(Range<u64>, Arc<[u8]>)>;
@@ -132,7 +132,7 @@ impl UnwindSections {
                 Some((er, ed)) => (er.start, ed),
                 None => (0, Arc::from(&[][..])),
             };
-            s.arm_exidx = Some(Arc::new(crate::arm::ExidxTable::new(
+            s.arm_exidx = Some(Arc::new(crate::arch::arm::ExidxTable::new(
                 r.start,
                 &d,
                 extab_svma,
@@ -148,7 +148,7 @@ impl UnwindSections {
         if file.architecture() == object::Architecture::Arm {
             let mut files = vec![&file];
             files.extend(dfile.as_ref());
-            s.arm_functions = crate::arm::Functions::from_files(&files);
+            s.arm_functions = crate::arch::arm::Functions::from_files(&files);
         }
         // Indexed CFI: the unwinders not built on framehop step through it, and the framehop
         // ones check with it that an address is covered before trusting a rule (framehop

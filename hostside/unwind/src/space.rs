@@ -14,15 +14,10 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crossprof_format::Arch;
-use framehop::aarch64::{CacheAarch64, UnwinderAarch64};
-use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
-use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
-
+use crate::arch::{Architecture, SignalFrame};
 use crate::outcome::{CutShort, Outcome};
 use crate::regs::Registers;
 use crate::sections::UnwindSections;
-use crate::signal;
 
 /// Unwinding stops after this many frames: deep recursion is still shown this deep, and a
 /// corrupt stack cannot make a sample cost unbounded time or memory.
@@ -32,21 +27,10 @@ pub const MAX_FRAMES: usize = 1024;
 /// few dozen instructions on every ABI).
 pub(crate) const START_CODE_BYTES: u64 = 128;
 
-type Data = Arc<[u8]>;
-
-pub(crate) enum Inner {
-    X86_64(UnwinderX86_64<Data>, Box<CacheX86_64>),
-    Aarch64(UnwinderAarch64<Data>, Box<CacheAarch64>),
-    /// EHABI: modules are looked up in `AddressSpace::code`.
-    Arm,
-    /// DWARF CFI through gimli (i686, RISC-V): modules are looked up in `AddressSpace::code`.
-    Cfi,
-}
-
-/// The modules of one process image (one exec of one process) and a rule cache.
-pub struct AddressSpace {
-    pub(crate) inner: Inner,
-    pub(crate) arch: Arch,
+/// The modules of one process image (one exec of one process) and a rule cache, for
+/// architecture `A` (one of [`crate::arch`]'s unit structs).
+pub struct AddressSpace<A: Architecture> {
+    pub(crate) state: A::State,
     pub(crate) big_endian: bool,
     pub(crate) max_avma: u64,
     /// Each module's range, bias and unwind sections.
@@ -58,35 +42,11 @@ pub struct AddressSpace {
     pub(crate) prologue_frames: AtomicU64,
 }
 
-fn section_info(s: &UnwindSections) -> ExplicitModuleSectionInfo<Data> {
-    ExplicitModuleSectionInfo {
-        // ELF unwind tables hold absolute stated addresses.
-        base_svma: 0,
-        text_svma: s.text_svma.clone(),
-        text: s.text.clone(),
-        eh_frame_svma: s.eh_frame_svma.clone(),
-        eh_frame: s.eh_frame.clone(),
-        eh_frame_hdr_svma: s.eh_frame_hdr_svma.clone(),
-        eh_frame_hdr: s.eh_frame_hdr.clone(),
-        debug_frame: s.debug_frame.clone(),
-        text_segment_svma: s.text_segment_svma.clone(),
-        text_segment: s.text_segment.clone(),
-        ..Default::default()
-    }
-}
-
-impl AddressSpace {
-    /// An empty address space for a recording of `arch`.
-    pub fn new(arch: Arch, big_endian: bool) -> AddressSpace {
-        let inner = match arch {
-            Arch::X86_64 => Inner::X86_64(UnwinderX86_64::new(), Box::new(CacheX86_64::new())),
-            Arch::Aarch64 => Inner::Aarch64(UnwinderAarch64::new(), Box::new(CacheAarch64::new())),
-            Arch::Arm => Inner::Arm,
-            Arch::X86 | Arch::Riscv64 => Inner::Cfi,
-        };
+impl<A: Architecture> AddressSpace<A> {
+    /// An empty address space; `big_endian` is the recording's byte order.
+    pub fn new(big_endian: bool) -> AddressSpace<A> {
         AddressSpace {
-            inner,
-            arch,
+            state: A::new_state(),
             big_endian,
             max_avma: 0,
             code: Vec::new(),
@@ -100,15 +60,7 @@ impl AddressSpace {
         self.max_avma = self.max_avma.max(avma.end);
         self.add_mapping(avma.clone());
         self.code.push((avma.clone(), bias, s.clone()));
-        match &mut self.inner {
-            Inner::X86_64(u, _) => {
-                u.add_module(Module::new(name.to_string(), avma, bias, section_info(s)))
-            }
-            Inner::Aarch64(u, _) => {
-                u.add_module(Module::new(name.to_string(), avma, bias, section_info(s)))
-            }
-            Inner::Arm | Inner::Cfi => {}
-        }
+        A::add_module(&mut self.state, name, avma, bias, s);
     }
 
     /// Adds an executable mapping whose module has no usable unwind tables (missing from the
@@ -136,24 +88,19 @@ impl AddressSpace {
         }
     }
 
-    /// Whether the code at `avma` is this architecture's sigreturn trampoline.
-    pub(crate) fn is_trampoline(&self, avma: u64) -> bool {
-        let Some(pattern) = signal::trampoline(self.arch) else {
-            return false;
-        };
-        let Some((bias, s)) = self.module_at(avma) else {
-            return false;
-        };
-        let (Some(svma), Some(data)) = (s.text_segment_svma.as_ref(), s.text_segment.as_ref())
-        else {
-            return false;
-        };
-        let at = avma.wrapping_sub(bias);
-        if at < svma.start {
-            return false;
+    /// The signal frame of the sigreturn trampoline at `avma`, if the code there is one of
+    /// this architecture's (a handler's return address).
+    pub(crate) fn trampoline_at(&self, avma: u64) -> Option<SignalFrame> {
+        if A::SIGNAL_TRAMPOLINES.is_empty() {
+            return None;
         }
-        let off = (at - svma.start) as usize;
-        data.get(off..off.saturating_add(pattern.len())) == Some(pattern)
+        let (bias, s) = self.module_at(avma)?;
+        let (svma, data) = (s.text_segment_svma.as_ref()?, s.text_segment.as_ref()?);
+        let off = usize::try_from(avma.wrapping_sub(bias).checked_sub(svma.start)?).ok()?;
+        A::SIGNAL_TRAMPOLINES
+            .iter()
+            .find(|t| data.get(off..off.saturating_add(t.code.len())) == Some(t.code))
+            .map(|t| t.frame)
     }
 
     /// The module mapped at `avma`: its load bias and unwind sections.
@@ -182,58 +129,51 @@ impl AddressSpace {
         if !self.is_mapped(regs.pc) {
             return Outcome::CutShort(CutShort::OutsideMappings);
         }
-        match self.inner {
-            Inner::Arm => self.unwind_arm(regs, stack, out),
-            Inner::Cfi => self.unwind_cfi(regs, stack, out),
-            Inner::X86_64(..) | Inner::Aarch64(..) => self.unwind_framehop(regs, stack, out),
-        }
+        A::unwind(self, regs, stack, out)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::{Aarch64, Arm, Riscv64, X86, X86_64};
 
     /// A sample taken inside execve, before the new image has run: its registers are still
     /// the old image's, outside every mapping of the new one. It yields no frame at all.
+    fn outside_every_mapping<A: Architecture>(s: &Arc<UnwindSections>) {
+        let text = s.text_svma.clone().unwrap();
+        let bias = 0x5555_0000_0000u64;
+        let mut space = AddressSpace::<A>::new(false);
+        space.add_module("self", (text.start + bias)..(text.end + bias), bias, s);
+        let regs = Registers {
+            pc: 0x10c_63a4,
+            sp: 0x7fff_0000,
+            fp: 0,
+            lr: 0,
+            arm: [0; 16],
+        };
+        let mut out = Vec::new();
+        assert_eq!(
+            space.unwind(regs, &[], &mut out),
+            Outcome::CutShort(CutShort::OutsideMappings),
+            "{:?}",
+            A::ARCH
+        );
+        assert!(out.is_empty(), "{:?}: {out:x?}", A::ARCH);
+    }
+
     #[test]
     fn a_sampled_instruction_outside_every_mapping_is_no_frame() {
         let exe = std::fs::read("/proc/self/exe").unwrap();
         let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
-        let text = s.text_svma.clone().unwrap();
-        let bias = 0x5555_0000_0000u64;
-        for arch in [
-            Arch::X86_64,
-            Arch::Aarch64,
-            Arch::Arm,
-            Arch::X86,
-            Arch::Riscv64,
-        ] {
-            let mut space = AddressSpace::new(arch, false);
-            space.add_module("self", (text.start + bias)..(text.end + bias), bias, &s);
-            let regs = Registers {
-                pc: 0x10c_63a4,
-                sp: 0x7fff_0000,
-                fp: 0,
-                lr: 0,
-                arm: [0; 16],
-            };
-            let mut out = Vec::new();
-            assert_eq!(
-                space.unwind(regs, &[], &mut out),
-                Outcome::CutShort(CutShort::OutsideMappings),
-                "{arch:?}"
-            );
-            assert!(out.is_empty(), "{arch:?}: {out:x?}");
-        }
+        outside_every_mapping::<X86_64>(&s);
+        outside_every_mapping::<Aarch64>(&s);
+        outside_every_mapping::<Arm>(&s);
+        outside_every_mapping::<X86>(&s);
+        outside_every_mapping::<Riscv64>(&s);
     }
 
-    /// Property test: random registers and stack bytes over a real module never panic, never
-    /// loop, and never yield more than MAX_FRAMES frames.
-    #[test]
-    fn random_stacks_are_bounded_and_never_panic() {
-        let exe = std::fs::read("/proc/self/exe").unwrap();
-        let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
+    fn random_stacks<A: Architecture>(s: &Arc<UnwindSections>) {
         let text = s.text_svma.clone().unwrap();
         let bias = 0x5555_0000_0000u64;
         let avma = (text.start + bias)..(text.end + bias);
@@ -244,40 +184,45 @@ mod tests {
             rng ^= rng << 17;
             rng
         };
-        for arch in [
-            Arch::X86_64,
-            Arch::Aarch64,
-            Arch::Arm,
-            Arch::X86,
-            Arch::Riscv64,
-        ] {
-            let mut space = AddressSpace::new(arch, false);
-            space.add_module("self", avma.clone(), bias, &s);
-            for i in 0..5000 {
-                let len = (next() % 4096) as usize;
-                let mut stack: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-                // Some stacks point back into themselves and into the module, to make loops
-                // and long chains likely.
-                let sp = 0x7fff_0000_0000 + (next() % 64) * 8;
-                for w in stack.chunks_exact_mut(8).step_by(2) {
-                    let v = if i % 2 == 0 {
-                        sp + (next() % 512)
-                    } else {
-                        avma.start + next() % (avma.end - avma.start)
-                    };
-                    w.copy_from_slice(&v.to_le_bytes());
-                }
-                let regs = Registers {
-                    pc: avma.start + next() % (avma.end - avma.start),
-                    sp,
-                    fp: sp + (next() % 256),
-                    lr: avma.start + next() % (avma.end - avma.start),
-                    arm: [next() as u32; 16],
+        let mut space = AddressSpace::<A>::new(false);
+        space.add_module("self", avma.clone(), bias, s);
+        for i in 0..5000 {
+            let len = (next() % 4096) as usize;
+            let mut stack: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            // Some stacks point back into themselves and into the module, to make loops
+            // and long chains likely.
+            let sp = 0x7fff_0000_0000 + (next() % 64) * 8;
+            for w in stack.chunks_exact_mut(8).step_by(2) {
+                let v = if i % 2 == 0 {
+                    sp + (next() % 512)
+                } else {
+                    avma.start + next() % (avma.end - avma.start)
                 };
-                let mut out = Vec::new();
-                space.unwind(regs, &stack, &mut out);
-                assert!(!out.is_empty() && out.len() <= MAX_FRAMES + 1);
+                w.copy_from_slice(&v.to_le_bytes());
             }
+            let regs = Registers {
+                pc: avma.start + next() % (avma.end - avma.start),
+                sp,
+                fp: sp + (next() % 256),
+                lr: avma.start + next() % (avma.end - avma.start),
+                arm: [next() as u32; 16],
+            };
+            let mut out = Vec::new();
+            space.unwind(regs, &stack, &mut out);
+            assert!(!out.is_empty() && out.len() <= MAX_FRAMES + 1);
         }
+    }
+
+    /// Property test: random registers and stack bytes over a real module never panic, never
+    /// loop, and never yield more than MAX_FRAMES frames.
+    #[test]
+    fn random_stacks_are_bounded_and_never_panic() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
+        random_stacks::<X86_64>(&s);
+        random_stacks::<Aarch64>(&s);
+        random_stacks::<Arm>(&s);
+        random_stacks::<X86>(&s);
+        random_stacks::<Riscv64>(&s);
     }
 }

@@ -1,0 +1,361 @@
+//! The x86_64 and AArch64 stack walk: framehop for speed, every frame checked (see the
+//! [`crate::space`] module for why), gimli's CFI evaluation where framehop's answer cannot
+//! be trusted.
+
+use std::sync::Arc;
+
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+
+use crate::arch::Architecture;
+use crate::cfi::CallerRegs;
+use crate::outcome::{CutShort, Outcome};
+use crate::regs::Registers;
+use crate::sections::UnwindSections;
+use crate::space::{AddressSpace, MAX_FRAMES, START_CODE_BYTES};
+use crate::stack::StackCopy;
+
+/// Section bytes as framehop holds them.
+pub(crate) type Data = Arc<[u8]>;
+
+/// A module's sections as framehop takes them.
+pub(crate) fn section_info(s: &UnwindSections) -> ExplicitModuleSectionInfo<Data> {
+    ExplicitModuleSectionInfo {
+        // ELF unwind tables hold absolute stated addresses.
+        base_svma: 0,
+        text_svma: s.text_svma.clone(),
+        text: s.text.clone(),
+        eh_frame_svma: s.eh_frame_svma.clone(),
+        eh_frame: s.eh_frame.clone(),
+        eh_frame_hdr_svma: s.eh_frame_hdr_svma.clone(),
+        eh_frame_hdr: s.eh_frame_hdr.clone(),
+        debug_frame: s.debug_frame.clone(),
+        text_segment_svma: s.text_segment_svma.clone(),
+        text_segment: s.text_segment.clone(),
+        ..Default::default()
+    }
+}
+
+/// How one frame will be unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plan {
+    /// framehop, with the result checked.
+    Framehop,
+    /// gimli over `.debug_frame`: only it covers the address, and framehop reads one
+    /// section per module (`.eh_frame` when there is one).
+    Dwarf,
+    /// A sampled PLT stub: it has pushed nothing, so the caller is found like a plain return
+    /// (the return address at the stack pointer on x86_64, the link register on AArch64).
+    PltReturn,
+    /// The entry point's start code without unwind info: the outermost frame.
+    Outermost,
+    /// Nothing can unwind this frame.
+    Stop(CutShort),
+}
+
+/// framehop's unwinder and rule cache for one address space (the x86_64 and AArch64
+/// [`crate::Architecture::State`]; opaque outside this crate).
+pub struct FramehopState<U, C> {
+    pub(crate) unwinder: U,
+    pub(crate) cache: Box<C>,
+}
+
+/// An architecture framehop unwinds: its register type and how the checks and gimli's
+/// steps around framehop read and change it.
+pub(crate) trait FramehopArch: Architecture {
+    /// framehop's registers.
+    type Regs: Copy;
+    /// framehop's rule cache.
+    type Cache;
+    /// framehop's unwinder.
+    type Fh: Unwinder<UnwindRegs = Self::Regs, Cache = Self::Cache, Module = Module<Data>>;
+
+    /// The unwinder and cache in an address space's state.
+    fn parts(state: &mut Self::State) -> (&Self::Fh, &mut Self::Cache);
+    /// The registers a walk starts from.
+    fn initial(regs: &Registers, max_avma: u64) -> Self::Regs;
+    /// The stack pointer.
+    fn sp(r: &Self::Regs) -> u64;
+    /// Register `n` (DWARF numbering) of the frame whose instruction address is `pc`.
+    fn dwarf(r: &Self::Regs, n: u16, pc: u64) -> Option<u64>;
+    /// A return address without pointer-authentication bits (framehop strips them itself;
+    /// gimli's steps do not).
+    fn strip(r: &Self::Regs, ra: u64) -> u64;
+    /// Moves to the caller a gimli step described.
+    fn apply(r: &mut Self::Regs, caller: &CallerRegs);
+    /// The caller of a sampled PLT stub.
+    fn plt_return(r: &mut Self::Regs, copy: &StackCopy<'_>) -> Result<Option<u64>, CutShort>;
+    /// Sets the registers a signal frame saved.
+    fn restore(r: &mut Self::Regs, pc: u64, sp: u64, fp: u64, lr: u64);
+}
+
+/// The reason for a failed step: the copy's end if a read ran past it.
+fn failure(copy: &StackCopy<'_>) -> CutShort {
+    if copy.ran_off() {
+        CutShort::StackCopyEnded
+    } else {
+        CutShort::BadFrame
+    }
+}
+
+impl<A: Architecture> AddressSpace<A> {
+    fn plan(&self, lookup: u64, first: bool) -> Plan {
+        let Some((bias, s)) = self.module_at(lookup) else {
+            return Plan::Stop(self.unknown_code(lookup));
+        };
+        let svma = lookup.wrapping_sub(bias);
+        if first && s.plt.iter().any(|r| r.contains(&svma)) {
+            return Plan::PltReturn;
+        }
+        if s.cfi_eh.as_ref().is_some_and(|t| t.covers(svma)) {
+            return Plan::Framehop;
+        }
+        if s.cfi.as_ref().is_some_and(|t| t.covers(svma)) {
+            return if s.eh_frame.is_none() {
+                Plan::Framehop
+            } else {
+                Plan::Dwarf
+            };
+        }
+        if s.entry
+            .is_some_and(|e| svma >= e && svma < e.saturating_add(START_CODE_BYTES))
+        {
+            return Plan::Outermost;
+        }
+        Plan::Stop(if s.has_unwind_info() {
+            CutShort::NoUnwindInfo
+        } else {
+            CutShort::NoUnwindTables
+        })
+    }
+}
+
+/// One step with gimli's evaluation of the module's CFI (`.eh_frame`, then
+/// `.debug_frame`).
+fn step_dwarf<A: FramehopArch>(
+    space: &AddressSpace<A>,
+    lookup: u64,
+    pc: u64,
+    first: bool,
+    state: &mut A::Regs,
+    copy: &StackCopy<'_>,
+) -> Result<Option<u64>, CutShort> {
+    let (bias, s) = space.module_at(lookup).ok_or(CutShort::NoUnwindTables)?;
+    let svma = lookup.wrapping_sub(bias);
+    let table = [&s.cfi_eh, &s.cfi]
+        .into_iter()
+        .flatten()
+        .find(|t| t.covers(svma))
+        .ok_or(CutShort::NoUnwindInfo)?;
+    copy.reset();
+    let now = *state;
+    let caller = table
+        .step(svma, &|n| A::dwarf(&now, n, pc), &mut |a| copy.u64(a))
+        .ok_or_else(|| failure(copy))?;
+    // An undefined return address is the tables' mark of the outermost frame (`_start`,
+    // a new thread's first function), whatever its CFA.
+    let Some(ra) = caller.ra.filter(|&a| a != 0) else {
+        return Ok(None);
+    };
+    // The stack only grows down. A sampled leaf that keeps its return address in the
+    // link register may have pushed nothing (CFA = SP); a caller has always pushed it.
+    let sp = A::sp(&now);
+    if caller.cfa < sp || (caller.cfa == sp && !first) {
+        return Err(CutShort::BadFrame);
+    }
+    A::apply(state, &caller);
+    Ok(Some(A::strip(state, ra)))
+}
+
+fn step_framehop<A: FramehopArch>(
+    space: &mut AddressSpace<A>,
+    address: FrameAddress,
+    state: &mut A::Regs,
+    copy: &StackCopy<'_>,
+) -> Result<Option<u64>, CutShort> {
+    copy.reset();
+    let mut read = |a: u64| copy.u64(a).ok_or(());
+    let (unwinder, cache) = A::parts(&mut space.state);
+    unwinder
+        .unwind_frame(address, state, cache, &mut read)
+        .map_err(|_| failure(copy))
+}
+
+/// Restores the registers a signal handler's trampoline frame saved; `None` when the
+/// address is no trampoline.
+fn signal_frame<A: FramehopArch>(
+    space: &AddressSpace<A>,
+    ra: u64,
+    state: &mut A::Regs,
+    copy: &StackCopy<'_>,
+) -> Option<Result<u64, CutShort>> {
+    let saved = space.trampoline_at(ra)?;
+    let sp = A::sp(state);
+    let word = |off: u64| {
+        sp.checked_add(off)
+            .and_then(|a| copy.u64(a))
+            .ok_or(CutShort::StackCopyEnded)
+    };
+    Some((|| {
+        let pc = word(saved.pc)?;
+        let new_sp = word(saved.sp)?;
+        let fp = word(saved.fp)?;
+        let lr = match saved.lr {
+            Some(off) => word(off)?,
+            None => 0,
+        };
+        A::restore(state, pc, new_sp, fp, lr);
+        Ok(pc)
+    })())
+}
+
+/// The framehop walk over one sample (x86_64, AArch64).
+pub(crate) fn unwind<A: FramehopArch>(
+    space: &mut AddressSpace<A>,
+    regs: Registers,
+    stack: &[u8],
+    out: &mut Vec<u64>,
+) -> Outcome {
+    let copy = StackCopy::new(regs.sp, stack, space.big_endian);
+    let mut state = A::initial(&regs, space.max_avma);
+    let start = out.len();
+    out.push(regs.pc);
+    let mut address = FrameAddress::from_instruction_pointer(regs.pc);
+    loop {
+        if out.len() - start >= MAX_FRAMES {
+            return Outcome::CutShort(CutShort::TooDeep);
+        }
+        if let FrameAddress::ReturnAddress(ra) = address {
+            match signal_frame(space, ra.get(), &mut state, &copy) {
+                Some(Ok(pc)) => {
+                    out.push(pc);
+                    // The interrupted code is unwound like a sampled leaf, not a caller.
+                    address = FrameAddress::from_instruction_pointer(pc);
+                    continue;
+                }
+                Some(Err(why)) => return Outcome::CutShort(why),
+                None => {}
+            }
+        }
+        let pc = address.address();
+        let lookup = address.address_for_lookup();
+        let first = !address.is_return_address();
+        let result = match space.plan(lookup, first) {
+            Plan::Stop(why) => return Outcome::CutShort(why),
+            Plan::Outermost => return Outcome::Complete,
+            Plan::PltReturn => A::plt_return(&mut state, &copy),
+            Plan::Dwarf => step_dwarf(space, lookup, pc, first, &mut state, &copy),
+            Plan::Framehop => {
+                let before = state;
+                match step_framehop(space, address, &mut state, &copy) {
+                    Ok(Some(ra)) if space.is_mapped(ra.wrapping_sub(1)) => Ok(Some(ra)),
+                    // An error, an end of stack or a wild address: framehop may have
+                    // fallen back to frame pointers. gimli decides.
+                    _ => {
+                        state = before;
+                        step_dwarf(space, lookup, pc, first, &mut state, &copy)
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(None) => return Outcome::Complete,
+            Err(why) => return Outcome::CutShort(why),
+            Ok(Some(ra)) => {
+                if !space.is_mapped(ra.wrapping_sub(1)) {
+                    return Outcome::CutShort(CutShort::OutsideMappings);
+                }
+                out.push(ra);
+                match FrameAddress::from_return_address(ra) {
+                    Some(a) => address = a,
+                    None => return Outcome::Complete,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::arch::X86_64;
+    use crate::outcome::{CutShort, Outcome};
+    use crate::regs::Registers;
+    use crate::sections::UnwindSections;
+    use crate::space::AddressSpace;
+
+    const BIAS: u64 = 0x5555_0000_0000;
+
+    /// This test binary as the only module, and the stated address of a function's first
+    /// instruction (where the return address is at the stack pointer).
+    fn space() -> (AddressSpace<X86_64>, Arc<UnwindSections>, u64) {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let s = Arc::new(UnwindSections::from_elf(&exe, None).unwrap());
+        let text = s.text_svma.clone().unwrap();
+        let entry = s.entry.unwrap_or(0);
+        let (start, _) = s
+            .cfi_eh
+            .as_ref()
+            .unwrap()
+            .ranges()
+            .find(|&(a, _)| {
+                text.contains(&a) && a != entry && !s.plt.iter().any(|p| p.contains(&a))
+            })
+            .unwrap();
+        // The whole executable segment, as a mapping gives it (the PLT lies outside .text).
+        let code = s.text_segment_svma.clone().unwrap();
+        let mut space = AddressSpace::<X86_64>::new(false);
+        space.add_module("self", (code.start + BIAS)..(code.end + BIAS), BIAS, &s);
+        (space, s, start)
+    }
+
+    fn regs(pc: u64) -> Registers {
+        Registers {
+            pc,
+            sp: 0x7fff_0000_0000,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_return_address_outside_every_mapping_is_never_a_frame() {
+        let (mut space, _, f) = space();
+        let mut out = Vec::new();
+        let o = space.unwind(regs(f + BIAS), &0x1234_5678u64.to_le_bytes(), &mut out);
+        assert_eq!(o, Outcome::CutShort(CutShort::OutsideMappings));
+        assert_eq!(out, [f + BIAS]);
+    }
+
+    #[test]
+    fn code_without_tables_is_kept_and_cut_short_for_want_of_tables() {
+        let (mut space, _, f) = space();
+        space.add_mapping(0x7000_0000..0x7000_1000);
+        let mut out = Vec::new();
+        let o = space.unwind(regs(f + BIAS), &0x7000_0010u64.to_le_bytes(), &mut out);
+        assert_eq!(o, Outcome::CutShort(CutShort::NoUnwindTables));
+        assert_eq!(out, [f + BIAS, 0x7000_0010]);
+    }
+
+    #[test]
+    fn a_stack_copy_too_small_for_the_return_address_says_so() {
+        let (mut space, _, f) = space();
+        let mut out = Vec::new();
+        let o = space.unwind(regs(f + BIAS), &[0u8; 4], &mut out);
+        assert_eq!(o, Outcome::CutShort(CutShort::StackCopyEnded));
+        assert_eq!(out, [f + BIAS]);
+    }
+
+    /// A sample inside a PLT stub returns to the address at the stack pointer, whatever
+    /// (or whether) the linker described the stub in `.eh_frame`.
+    #[test]
+    fn a_sampled_plt_stub_returns_to_its_caller() {
+        let (mut space, s, f) = space();
+        let Some(plt) = s.plt.first().cloned() else {
+            return;
+        };
+        let caller = f + BIAS + 1;
+        let mut out = Vec::new();
+        space.unwind(regs(plt.start + BIAS), &caller.to_le_bytes(), &mut out);
+        assert_eq!(out.get(..2), Some(&[plt.start + BIAS, caller][..]));
+    }
+}
