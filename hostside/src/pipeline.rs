@@ -30,6 +30,8 @@ use crate::unwinding::StackUnwinder;
 pub struct Loaded {
     /// The file.
     pub recording: Recording,
+    /// Its target architecture, read from the header once, before the first pass.
+    pub arch: Arch,
     /// What the reader saw.
     pub summary: Summary,
     /// Tasks and mappings.
@@ -128,6 +130,7 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
     let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
     Ok(Loaded {
         recording,
+        arch,
         summary,
         processes,
         resolver,

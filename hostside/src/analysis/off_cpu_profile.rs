@@ -76,8 +76,7 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
     });
     let assignment = timeline.assign(end);
     let mut charged = assignment.charged;
-    let mut unwinder =
-        StackUnwinder::new(&l.processes, &l.resolver, &header.arch, header.big_endian);
+    let mut unwinder = StackUnwinder::new(&l.processes, &l.resolver, l.arch, header.big_endian);
     let profile = cpu::analyze_weighted(
         &mut |f| {
             l.recording.for_each(|r| {
