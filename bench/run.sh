@@ -8,6 +8,7 @@
 #   bench/run.sh heapreal [ARGS...] rec --heap vs heaptrack on Debian's lua5.4 and sqlite3
 #   bench/run.sh board-stack-size [ARGS...]  the same coverage on the emulated ARM boards
 #   bench/run.sh realworld [ARGS...]   rec and hostside vs perf on sqlite3 and ripgrep
+#   bench/run.sh index [ARGS...]    the build-id index's first and cached runs on a large tree
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -18,6 +19,11 @@ case "$what" in
     cpu) shift || true; python3 bench/cpu_overhead.py "$@" ;;
     dwarf) shift; python3 bench/dwarf_unwind.py "$@" ;;
     realworld) shift; python3 bench/realworld.py "$@" ;;
+    index)
+        shift
+        cargo build --locked --profile host -p crossprof-symbols --example index_tree
+        python3 bench/build_id_index.py "$@"
+        ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks

@@ -37,6 +37,11 @@ pub struct SymbolArgs {
     /// repeated.
     #[arg(long = "debug-dir", value_name = "DIR")]
     pub debug_dirs: Vec<PathBuf>,
+    /// Directory trees searched recursively for the board's binaries and debug files by
+    /// build-id, wherever they lie in them (a developer's build tree); may be repeated. The
+    /// sysroot and debug dirs are searched the same way for modules not at their paths.
+    #[arg(long = "search-dir", value_name = "DIR")]
+    pub search_dirs: Vec<PathBuf>,
 }
 
 impl SymbolArgs {
@@ -45,6 +50,7 @@ impl SymbolArgs {
         crossprof_symbols::Lookup {
             sysroot: self.sysroot.clone(),
             debug_dirs: self.debug_dirs.clone(),
+            search_dirs: self.search_dirs.clone(),
         }
     }
 }

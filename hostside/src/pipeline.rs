@@ -175,6 +175,7 @@ impl Loaded {
                     build_id: m.key.build_id,
                     debug_file: m.located.debug_file,
                     match_kind: m.located.match_kind,
+                    origin: m.located.origin,
                 })
                 .collect(),
             names: self.processes.final_names(),

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use crossprof_symbols::{Kallsyms, Located, Lookup, MatchKind, Module};
+use crossprof_symbols::{
+    BuildIdIndex, IndexOptions, Kallsyms, Located, Lookup, MatchKind, Module, Origin,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
@@ -58,12 +60,14 @@ impl Resolver {
                         },
                         image: None,
                         debug_file: None,
+                        origin: Origin::Path,
                     }
                 } else {
                     lookup.locate(&m.path, &m.build_id)
                 }
             })
             .collect::<Vec<_>>();
+        let located = find_elsewhere(processes, lookup, located);
         let loaded = processes.modules.iter().map(|_| OnceLock::new()).collect();
         let (vdso, vdso_error) = match processes
             .vdso
@@ -238,6 +242,44 @@ impl Resolver {
             },
         }
     }
+}
+
+/// Modules not found at their paths, or found without DWARF, looked up by build-id in the
+/// index of the sysroot, the debug dirs and the search dirs. The index is built only when some
+/// module needs it.
+fn find_elsewhere(
+    processes: &Processes,
+    lookup: &Lookup,
+    mut located: Vec<Located>,
+) -> Vec<Located> {
+    if lookup.index_roots().is_empty() {
+        return located;
+    }
+    let need: Vec<usize> = (0..located.len())
+        .filter(|&i| {
+            let m = &processes.modules[i];
+            !m.build_id.is_empty()
+                && m.path != "[vdso]"
+                && (located[i].is_unusable() || located[i].lacks_dwarf())
+        })
+        .collect();
+    if need.is_empty() {
+        return located;
+    }
+    let index = BuildIdIndex::build(&lookup.index_roots(), &IndexOptions::for_user());
+    for i in need {
+        let m = &processes.modules[i];
+        let l = &mut located[i];
+        if l.is_unusable() {
+            if let Some(found) = lookup.locate_by_index(&index, &m.path, &m.build_id) {
+                *l = found;
+            }
+        } else if let Some(dwarf) = lookup.dwarf_by_index(&index, &m.build_id) {
+            l.debug_file = Some(dwarf);
+            l.origin = Origin::Index;
+        }
+    }
+    located
 }
 
 /// The name shown for an address no symbol covers: `libfoo.so+0x1234`, like perf.

@@ -132,6 +132,7 @@ fn every_cut_in_the_last_64k_recovers_every_complete_frame() {
     let lookup = Lookup {
         sysroot: Some(f.program.sysroot.clone()),
         debug_dirs: vec![],
+        search_dirs: vec![],
     };
     for cut in (start.max(header_end)..=f.bytes.len()).step_by(509) {
         assert_eq!(
@@ -148,6 +149,7 @@ fn random_cuts_anywhere_recover_every_complete_frame() {
     let lookup = Lookup {
         sysroot: Some(f.program.sysroot.clone()),
         debug_dirs: vec![],
+        search_dirs: vec![],
     };
     let header_end = f.frame_ends[0].0;
     let mut rng = 0x2545_f491_4f6c_dd1du64;
@@ -180,6 +182,7 @@ fn bit_flips_never_panic_and_never_invent_samples() {
     let lookup = Lookup {
         sysroot: Some(f.program.sysroot.clone()),
         debug_dirs: vec![],
+        search_dirs: vec![],
     };
     let total = *f.frame_ends.last().map(|(_, n)| n).unwrap();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;

@@ -133,6 +133,7 @@ fn unwind_self_samples<A: Architecture>(t: &Target) {
     let lookup = Lookup {
         sysroot: None,
         debug_dirs: vec![],
+        search_dirs: vec![],
     };
     let located = lookup.locate(exe.to_str().unwrap(), &[]);
     assert!(matches!(

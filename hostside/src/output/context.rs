@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crossprof_format::{Header, Summary};
-use crossprof_symbols::MatchKind;
+use crossprof_symbols::{MatchKind, Origin};
 
 use crate::diagnostics::Diagnostic;
 use crate::processes::ProcessNames;
@@ -21,6 +21,8 @@ pub struct ModuleRow {
     pub debug_file: Option<PathBuf>,
     /// How the sysroot file matched.
     pub match_kind: MatchKind,
+    /// How the files were found (board path, build-id index, debuginfod).
+    pub origin: Origin,
 }
 
 /// What a report says about the recording around its profile.

@@ -36,6 +36,7 @@ pub fn report(
                 build_id: info::hex(&m.build_id),
                 debug_file: m.debug_file.as_ref().map(|p| p.display().to_string()),
                 match_kind: m.match_kind.as_str().to_string(),
+                found_by: m.origin.as_str().to_string(),
             })
             .collect(),
         diagnostics: ctx.diagnostics.clone(),
@@ -123,6 +124,10 @@ pub struct ModuleJson {
     /// `build-id`, `path-only`, `missing` or `mismatch`.
     #[serde(rename = "match")]
     pub match_kind: String,
+    /// How the files were found: `path` (the board path or the conventional debug layouts),
+    /// `index` (by build-id elsewhere in the sysroot, a debug dir or a search dir) or
+    /// `debuginfod`.
+    pub found_by: String,
 }
 
 /// The `cpu` section.

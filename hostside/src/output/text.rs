@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crossprof_symbols::MatchKind;
+use crossprof_symbols::{MatchKind, Origin};
 use crossprof_unwind::CutShort;
 
 use crate::analysis::cpu::CpuProfile;
@@ -83,6 +83,17 @@ pub fn header(out: &mut dyn Write, ctx: &ReportContext, events: &str) -> io::Res
         .filter(|m| matches!(m.match_kind, MatchKind::Mismatch | MatchKind::Missing))
     {
         writeln!(out, "            {}: {}", m.match_kind.as_str(), m.path)?;
+    }
+    // Files found away from the board path: say where, so a surprising match can be checked.
+    for m in modules.iter().filter(|m| m.origin != Origin::Path) {
+        let file = m.debug_file.as_deref().unwrap_or(std::path::Path::new("?"));
+        writeln!(
+            out,
+            "            {} (by {}): {}",
+            m.path,
+            m.origin.as_str(),
+            file.display()
+        )?;
     }
     Ok(())
 }

@@ -149,11 +149,22 @@ fn rebuild_layout(mut stated: Vec<Stated>) -> Vec<Segment> {
 
 /// True for files made by `objcopy --only-keep-debug` / `strip --only-keep-debug`: an
 /// allocated, executable section has no file contents.
-fn is_debug_only(file: &object::File<'_>) -> bool {
+pub(crate) fn is_debug_only(file: &object::File<'_>) -> bool {
     file.sections().any(|s| {
         let exec = matches!(s.flags(), SectionFlags::Elf { sh_flags } if sh_flags & u64::from(elf::SHF_EXECINSTR) != 0);
         exec && s.kind() == SectionKind::UninitializedData && s.size() > 0
     })
+}
+
+/// True when the file holds loadable code: an executable `PT_LOAD` segment with file contents
+/// and no code section emptied by `--only-keep-debug`. Such a file can stand in for the board's
+/// image (its program headers give the offsets `rec` recorded).
+pub(crate) fn is_image(file: &object::File<'_>) -> bool {
+    let code = file.segments().any(|s| {
+        let exec = matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & elf::PF_X != 0);
+        exec && s.file_range().1 > 0
+    });
+    code && !is_debug_only(file)
 }
 
 /// Maps a file offset to the stated virtual address through the segment that contains it,

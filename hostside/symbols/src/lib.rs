@@ -6,7 +6,7 @@
 //! offsets. It reads ELF only (any architecture, either endianness); DWARF comes from the
 //! binary, a `.build-id` debug file or a `.gnu_debuglink` target; symbol names fall back to
 //! `.symtab`, MiniDebugInfo and `.dynsym`. Non-goals: split DWARF (`.dwo`), `dwz`
-//! supplementary files, debuginfod downloads.
+//! supplementary files.
 //!
 //! Cost: [`Lookup::locate`] reads headers only. [`Module::load`] maps files (no copy) and parses
 //! DWARF unit headers; line and function tables are parsed per unit on first lookup and kept
@@ -16,7 +16,7 @@
 //! ```no_run
 //! use crossprof_symbols::{Lookup, Module};
 //!
-//! let lookup = Lookup { sysroot: Some("/yocto/rootfs-dbg".into()), debug_dirs: vec![] };
+//! let lookup = Lookup { sysroot: Some("/yocto/rootfs-dbg".into()), ..Lookup::default() };
 //! let located = lookup.locate("/usr/lib/libfoo.so", &[0xab, 0xcd, 0xef, 0x01]);
 //! println!("{}", located.match_kind.as_str());
 //! let module = Module::load(&located)?;
@@ -35,6 +35,8 @@ mod demangle;
 mod dwarf;
 mod elf_info;
 mod error;
+mod index;
+mod index_cache;
 mod kallsyms;
 mod lookup;
 mod minidebuginfo;
@@ -43,6 +45,7 @@ mod symtab;
 
 pub use demangle::demangle;
 pub use error::Error;
+pub use index::{BuildIdIndex, IndexOptions, IndexStats, IndexedFile, MAX_FILES_PER_ROOT};
 pub use kallsyms::Kallsyms;
-pub use lookup::{Located, Lookup, MatchKind};
+pub use lookup::{Located, Lookup, MatchKind, Origin};
 pub use module::{Module, ModuleStats, SymFrame};

@@ -11,6 +11,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::backing::Backing;
 use crate::elf_info::{DebugLink, ElfInfo};
+use crate::index::{BuildIdIndex, IndexedFile};
 
 /// Where to look for modules' files. Cheap to clone.
 #[derive(Clone, Debug, Default)]
@@ -22,6 +23,10 @@ pub struct Lookup {
     /// `usr/lib/debug/`) and for debuglink targets (under the module's board directory, its
     /// `.debug/` subdirectory, and `usr/lib/debug/<board directory>/`).
     pub debug_dirs: Vec<PathBuf>,
+    /// Directory trees (a developer's build tree) whose ELF files are found by build-id
+    /// wherever they lie, through the [`BuildIdIndex`]; the sysroot and the debug dirs are
+    /// indexed the same way when a module is not at its path.
+    pub search_dirs: Vec<PathBuf>,
 }
 
 /// What [`Lookup::locate`] found for one module.
@@ -34,6 +39,31 @@ pub struct Located {
     pub image: Option<PathBuf>,
     /// The file symbols come from: a separate debug file when one was found, else the image.
     pub debug_file: Option<PathBuf>,
+    /// How the files were found.
+    pub origin: Origin,
+}
+
+/// How a module's files were found, for the report's `modules` section.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// At the board path or the conventional debug layouts (`.build-id`, debuglink).
+    #[default]
+    Path,
+    /// By build-id at another place of the sysroot, a debug dir or a search dir.
+    Index,
+    /// Downloaded from a debuginfod server.
+    Debuginfod,
+}
+
+impl Origin {
+    /// The name used in reports: `path`, `index` or `debuginfod`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Path => "path",
+            Origin::Index => "index",
+            Origin::Debuginfod => "debuginfod",
+        }
+    }
 }
 
 impl Located {
@@ -43,7 +73,26 @@ impl Located {
             match_kind: MatchKind::Missing,
             image: None,
             debug_file: None,
+            origin: Origin::Path,
         }
+    }
+
+    /// True when symbols come from an image without DWARF (symbol tables only): a debug file
+    /// found elsewhere would add lines and inlines. Reads the file's section headers.
+    pub fn lacks_dwarf(&self) -> bool {
+        match &self.debug_file {
+            Some(d) if !self.is_unusable() => {
+                Candidate::open(d.clone()).is_some_and(|c| !c.info.has_dwarf)
+            }
+            _ => false,
+        }
+    }
+
+    /// True when nothing usable was found (missing or mismatched), so that another source may
+    /// be tried.
+    pub fn is_unusable(&self) -> bool {
+        matches!(self.match_kind, MatchKind::Missing | MatchKind::Mismatch)
+            || self.debug_file.is_none()
     }
 }
 
@@ -141,20 +190,88 @@ impl Lookup {
                 match_kind: kind,
                 image: image.map(|c| c.path),
                 debug_file: Some(debug),
+                origin: Origin::Path,
             },
             // No separate debug file: the image's own .symtab, MiniDebugInfo or .dynsym.
             (None, Some(image)) => Located {
                 match_kind: kind,
                 debug_file: Some(image.path.clone()),
                 image: Some(image.path),
+                origin: Origin::Path,
             },
             (None, None) if mismatched => Located {
                 match_kind: MatchKind::Mismatch,
-                image: None,
-                debug_file: None,
+                ..Located::missing()
             },
             (None, None) => Located::missing(),
         }
+    }
+
+    /// The trees the [`BuildIdIndex`] covers: the sysroot (never this machine's whole `/`),
+    /// each debug dir and each search dir.
+    pub fn index_roots(&self) -> Vec<PathBuf> {
+        let mut roots: Vec<PathBuf> = self.sysroot.iter().cloned().collect();
+        roots.extend(self.debug_dirs.iter().cloned());
+        roots.extend(self.search_dirs.iter().cloned());
+        roots
+    }
+
+    /// The module with build-id `build_id` found through `index`, wherever it lies: symbols
+    /// from a file with DWARF, else the image's debuglink target, else the image's own symbol
+    /// tables; program headers from an image. Each candidate is reopened and its build-id
+    /// checked (the index may be stale), so a wrong file is never returned. `None` when the
+    /// index holds no usable file with that build-id.
+    pub fn locate_by_index(
+        &self,
+        index: &BuildIdIndex,
+        path: &str,
+        build_id: &[u8],
+    ) -> Option<Located> {
+        if build_id.is_empty() {
+            return None;
+        }
+        let verified: Vec<(Candidate, &IndexedFile)> = index
+            .files_with(build_id)
+            .iter()
+            .filter_map(|f| {
+                let c = Candidate::open(f.path.clone())?;
+                (c.info.build_id.as_deref() == Some(build_id)).then_some((c, f))
+            })
+            .collect();
+        let image = verified.iter().find(|(_, f)| f.is_image).map(|(c, _)| c);
+        let debug = verified
+            .iter()
+            .find(|(c, _)| c.info.has_dwarf)
+            .map(|(c, _)| c.path.clone())
+            .or_else(|| {
+                let root = self.sysroot.clone().unwrap_or_else(|| PathBuf::from("/"));
+                let rel = board_relative(path).unwrap_or(Path::new(""));
+                image.and_then(|c| self.by_debuglink(&root, rel, c, Some(build_id)))
+            })
+            .or_else(|| image.map(|c| c.path.clone()))?;
+        Some(Located {
+            match_kind: MatchKind::BuildId,
+            image: image.map(|c| c.path.clone()),
+            debug_file: Some(debug),
+            origin: Origin::Index,
+        })
+    }
+
+    /// A file with DWARF and build-id `build_id` found through `index` (reopened and verified),
+    /// for a module whose image was found but carries only symbol tables: the DWARF brings
+    /// lines and inlines.
+    pub fn dwarf_by_index(&self, index: &BuildIdIndex, build_id: &[u8]) -> Option<PathBuf> {
+        if build_id.is_empty() {
+            return None;
+        }
+        index
+            .files_with(build_id)
+            .iter()
+            .filter(|f| f.has_dwarf)
+            .find_map(|f| {
+                let c = Candidate::open(f.path.clone())?;
+                (c.info.has_dwarf && c.info.build_id.as_deref() == Some(build_id)).then_some(c.path)
+            })
     }
 
     /// Directories that may hold a `.build-id` tree, in search order.

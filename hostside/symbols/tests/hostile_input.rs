@@ -182,6 +182,7 @@ fn lookup_survives_whatever_the_sysroot_holds() {
     let lookup = Lookup {
         sysroot: Some(root.to_path_buf()),
         debug_dirs: vec![root.join("dbg")],
+        search_dirs: vec![],
     };
     let id = [0x12u8, 0x34, 0x56, 0x78];
     let mut rng = Rng(99);
@@ -251,6 +252,7 @@ fn loading_unusable_files_is_an_error_naming_the_file() {
             match_kind: MatchKind::BuildId,
             image: None,
             debug_file: Some(path.clone()),
+            origin: crossprof_symbols::Origin::Path,
         };
         let err = Module::load(&located)
             .err()

@@ -43,6 +43,7 @@ fn sysroot(root: &Path) -> Lookup {
     Lookup {
         sysroot: Some(root.to_path_buf()),
         debug_dirs: vec![],
+        search_dirs: vec![],
     }
 }
 
@@ -138,6 +139,7 @@ fn build_id_tree_in_a_debug_dir() {
         let lookup = Lookup {
             sysroot: Some(root.clone()),
             debug_dirs: vec![h.root("elsewhere"), debug_dir],
+            search_dirs: vec![],
         };
         let located = lookup.locate(BOARD, &h.id);
         assert_eq!(located.match_kind, MatchKind::BuildId);
@@ -181,6 +183,7 @@ fn debuglink_into_a_separate_debug_rootfs() {
     let lookup = Lookup {
         sysroot: Some(rootfs),
         debug_dirs: vec![debugfs],
+        search_dirs: vec![],
     };
     let located = lookup.locate(BOARD, &h.id);
     assert_eq!(
@@ -302,6 +305,7 @@ fn an_inlined_cpp_helper_is_its_own_frame() {
     let located = Lookup {
         sysroot: Some(dir.path().into()),
         debug_dirs: vec![],
+        search_dirs: vec![],
     }
     .locate("/usr/bin/inline", &build_id(&bin));
     assert_eq!(located.match_kind, MatchKind::BuildId);
@@ -365,6 +369,7 @@ fn dynsym_names_exported_functions_of_a_stripped_shared_library() {
     let located = Lookup {
         sysroot: Some(dir.path().into()),
         debug_dirs: vec![],
+        search_dirs: vec![],
     }
     .locate("/usr/lib/libhot.so", &build_id(&built));
     assert_eq!(
@@ -445,6 +450,7 @@ fn compressed_debug_sections_are_read() {
             match_kind: MatchKind::BuildId,
             image: Some(bin.clone()),
             debug_file: Some(bin.clone()),
+            origin: crossprof_symbols::Origin::Path,
         };
         assert_resolves_hot_a(&Module::load(&located).unwrap(), &h.unstripped);
     }

@@ -82,6 +82,7 @@ impl Stream {
             &Lookup {
                 sysroot: None,
                 debug_dirs: vec![],
+                search_dirs: vec![],
             },
         );
         let p = analyze(

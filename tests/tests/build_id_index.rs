@@ -1,0 +1,183 @@
+//! Issue 16, acceptance 1: a program run on the board from a directory the sysroot does not
+//! have is symbolized from the sysroot's copy at another path, and from a `--search-dir` build
+//! tree, exactly as when the sysroot mirrors the board; a copy with another build-id in the
+//! search tree is never used.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crossprof_tests::*;
+use serde_json::Value;
+
+struct Fixture {
+    program: Program,
+    recording: PathBuf,
+    /// A sysroot holding the program unstripped at its board path and the C library.
+    mirror: PathBuf,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let program = build("cpu_split.c", "index-scratch", C_FP);
+        let recording = scratch().join("index.zst");
+        record(
+            &recording,
+            &["--call-graph", "fp"],
+            &[program.board.to_str().unwrap(), "800"],
+        );
+        let mirror = program.sysroot.clone();
+        add_system_libs(&mirror, &program.board);
+        add_host_debug_files(&mirror);
+        Fixture {
+            program,
+            recording,
+            mirror,
+        }
+    })
+}
+
+/// Copies this machine's `/usr/lib/debug/.build-id` files of the ELF files in `sysroot` (the
+/// C library's, from Debian's libc6-dbg) into it, so the sysroot symbolizes every frame.
+fn add_host_debug_files(sysroot: &Path) {
+    for lib in files_under(sysroot) {
+        let out = Command::new("readelf")
+            .arg("-n")
+            .arg(&lib)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(id) = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        else {
+            continue;
+        };
+        let rel = format!("usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
+        let host = Path::new("/").join(&rel);
+        if host.is_file() {
+            let dest = sysroot.join(&rel);
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            std::fs::copy(&host, &dest).unwrap();
+        }
+    }
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let ty = e.file_type().unwrap();
+            if ty.is_dir() {
+                stack.push(e.path());
+            } else if ty.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// `hostside report --json` with `args`, its index cache in a directory of the test's own.
+fn report(args: &[&str], recording: &Path) -> Value {
+    let cache = scratch().join("xdg-cache");
+    let out = Command::new(hostside())
+        .args(["report", "--json", "--top", "1000"])
+        .args(args)
+        .arg(recording)
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .expect("run hostside");
+    assert!(
+        out.status.success(),
+        "hostside {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+fn module<'a>(r: &'a Value, path: &Path) -> &'a Value {
+    r["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"].as_str() == path.to_str())
+        .unwrap_or_else(|| panic!("no module {} in {r:#}", path.display()))
+}
+
+/// Copies every file of `from` into `to`, flattened under `to/<index>-<name>`: the board's
+/// directory layout is gone, only build-ids can tell which file is which.
+fn scatter(from: &Path, to: &Path) -> usize {
+    let files = files_under(from);
+    for (n, f) in files.iter().enumerate() {
+        let dest = to.join(format!("d{n}")).join(f.file_name().unwrap());
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(f, &dest).unwrap();
+    }
+    files.len()
+}
+
+#[test]
+fn a_binary_run_from_a_directory_the_sysroot_lacks_is_fully_symbolized() {
+    let f = fixture();
+    let reference = report(&["--sysroot", f.mirror.to_str().unwrap()], &f.recording);
+    assert!(count(&reference, "hot_a", "self") > 0, "{reference:#}");
+    assert_eq!(reference["cpu"]["unsymbolized_frames"], 0, "{reference:#}");
+    assert_eq!(module(&reference, &f.program.board)["found_by"], "path");
+
+    // The same files, each at a path that has nothing to do with the board's.
+    let moved = scratch().join("index-moved-sysroot");
+    assert!(scatter(&f.mirror, &moved.join("usr/share/elsewhere")) >= 2);
+    let r = report(&["--sysroot", moved.to_str().unwrap()], &f.recording);
+    let m = module(&r, &f.program.board);
+    assert_eq!(m["match"], "build-id");
+    assert_eq!(m["found_by"], "index");
+    assert!(m["debug_file"]
+        .as_str()
+        .unwrap()
+        .starts_with(moved.to_str().unwrap()));
+    assert_eq!(r["cpu"], reference["cpu"], "report differs: {r:#}");
+    for m in r["modules"].as_array().unwrap() {
+        assert_ne!(m["match"], "missing", "{m}");
+    }
+
+    // No sysroot at all: a build tree given with --search-dir.
+    let tree = scratch().join("index-build-tree");
+    scatter(&f.mirror, &tree.join("out"));
+    let r = report(&["--search-dir", tree.to_str().unwrap()], &f.recording);
+    let m = module(&r, &f.program.board);
+    assert_eq!(m["found_by"], "index");
+    assert_eq!(r["cpu"], reference["cpu"], "report differs: {r:#}");
+}
+
+#[test]
+fn a_rebuilt_copy_in_the_search_tree_is_never_used() {
+    let f = fixture();
+    let tree = scratch().join("index-rebuilt-tree");
+    let bin = tree.join("usr/bin/cpu_split");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    let out = Command::new("gcc")
+        .args(["-O1", "-g", "-Wl,--build-id"])
+        .arg(&f.program.source)
+        .arg("-o")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r = report(
+        &[
+            "--sysroot",
+            scratch().join("index-empty-sysroot").to_str().unwrap(),
+            "--search-dir",
+            tree.to_str().unwrap(),
+        ],
+        &f.recording,
+    );
+    let m = module(&r, &f.program.board);
+    assert_eq!(m["match"], "missing");
+    assert!(m["debug_file"].is_null());
+    assert!(function(&r, "hot_a").is_none(), "{r:#}");
+}
