@@ -16,8 +16,8 @@ ALL=(x86_64-unknown-linux-musl aarch64-unknown-linux-musl armv7-unknown-linux-mu
 triples=("$@")
 [ ${#triples[@]} -gt 0 ] || triples=("${ALL[@]}")
 dist=${CROSSPROF_DIST:-dist}
-# rec must fit a board's flash next to the application (issue 4: 1.5 MiB stripped).
-MAX_REC_BYTES=$((3 * 1024 * 1024 / 2))
+# rec must fit a board's flash next to the application: at most 1 MiB stripped, per target.
+MAX_REC_BYTES=$((1024 * 1024))
 
 mkdir -p "$dist"
 manifest="$dist/MANIFEST.tsv"

@@ -2,7 +2,7 @@
 //! compilers (unstripped copy in a sysroot, stripped copy for the "board"), runs the real `rec`
 //! binary on them, and reads back `hostside`'s JSON report.
 //!
-//! The binaries under test are the ones the test script built (`tests/run.sh`): the static musl
+//! The binaries under test are the ones the test script built (`scripts/build.sh`): the static musl
 //! `rec` and the host-profile `hostside`. Their paths come from `CROSSPROF_REC` and
 //! `CROSSPROF_HOSTSIDE`, or the default build locations.
 
@@ -41,7 +41,7 @@ fn tool(var: &str, default: &str) -> PathBuf {
         .unwrap_or_else(|| root().join(default));
     assert!(
         p.exists(),
-        "{} not found; build it first with tests/run.sh (or set {var})",
+        "{} not found; build it first with scripts/build.sh (or set {var})",
         p.display()
     );
     p

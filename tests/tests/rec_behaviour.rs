@@ -223,7 +223,7 @@ fn euid() -> u32 {
 #[test]
 fn rec_is_a_small_static_binary_with_a_build_id() {
     let size = std::fs::metadata(rec()).unwrap().len();
-    assert!(size <= 1536 * 1024, "rec is {size} bytes, over 1.5 MiB");
+    assert!(size <= 1024 * 1024, "rec is {size} bytes, over 1 MiB");
     let o = Command::new("readelf")
         .args(["-d", "-n"])
         .arg(rec())
