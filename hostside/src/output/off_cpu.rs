@@ -208,5 +208,5 @@ pub fn report(
             writeln!(out, "    {:>10}  {}", ms(n), names.join(" <- "))?;
         }
     }
-    Ok(())
+    crate::output::text::diagnostics(out, &ctx.diagnostics)
 }
