@@ -9,6 +9,9 @@ scripts/build.sh
 # boards' kernels and cross toolchains, for the tests that record on emulated ARM boards.
 tests/boards/setup.sh >/dev/null
 targets/dist.sh
+# The real consumers the export and HTML tests read hostside's files with: go tool pprof,
+# headless Chromium, speedscope (npm). Installs only what is missing.
+tests/browser/setup.sh >/dev/null
 export CROSSPROF_DIST="$PWD/dist"
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings

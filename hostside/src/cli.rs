@@ -14,6 +14,7 @@ Examples:
   hostside report --json --top 50 t.zst > report.json
   hostside flamegraph --sysroot ./sysroot t.zst -o cpu.svg
   hostside export --format collapsed --sysroot ./sysroot t.zst -o t.folded
+  hostside export --format pprof --sysroot ./sysroot t.zst -o t.pb.gz    # go tool pprof t.pb.gz
   hostside diff before.zst after.zst --sysroot ./sysroot
   hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
 
@@ -115,7 +116,7 @@ pub enum Command {
         #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
         output: PathBuf,
     },
-    /// Export stacks for other tools.
+    /// Export the profile for other tools (Firefox Profiler, pprof, speedscope, perf script).
     Export {
         /// The recording.
         file: PathBuf,
@@ -125,6 +126,9 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum)]
         format: ExportFormat,
+        /// Export the heap profile (the default for a recording without CPU samples).
+        #[arg(long)]
+        heap: bool,
         /// Output file (`-` for standard output).
         #[arg(short = 'o', long = "output", value_name = "OUT")]
         output: PathBuf,
@@ -163,13 +167,17 @@ pub enum HeapGraph {
 /// Export formats.
 #[derive(ValueEnum, Clone, Copy, PartialEq, Eq)]
 pub enum ExportFormat {
-    /// Folded stacks, one `a;b;c count` line per stack (flamegraph.pl, inferno, speedscope).
+    /// Folded stacks, one `a;b;c count` line per stack (flamegraph.pl, inferno, speedscope);
+    /// heap recordings weigh stacks by allocation calls.
     Collapsed,
-    /// Firefox Profiler JSON.
+    /// Firefox Profiler processed-profile JSON (profiler.firefox.com, "Load a profile from file").
     Firefox,
-    /// pprof protobuf.
+    /// gzip'd pprof profile.proto (go tool pprof, Pyroscope, Parca); heap recordings in Go's
+    /// alloc_objects/alloc_space/inuse_objects/inuse_space layout.
     Pprof,
-    /// Text in the shape of `perf script`.
+    /// speedscope's JSON file format (speedscope.app).
+    Speedscope,
+    /// The text `perf script` prints (stackcollapse-perf.pl, inferno); CPU samples only.
     PerfScript,
 }
 

@@ -10,10 +10,10 @@ use anyhow::{bail, Context, Result};
 use crate::analysis::diff::diff;
 use crate::analysis::heap::{self, HeapMetric, HeapOptions};
 use crate::analysis::off_cpu_profile;
-use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
+use crate::cli::{Cli, Command, HeapGraph};
 use crate::output::diff::Side;
 use crate::output::off_cpu as off_cpu_text;
-use crate::output::{self as o, flame, folded, heap_text, info, json, leak_check, text};
+use crate::output::{self as o, export, flame, folded, heap_text, info, json, leak_check, text};
 use crate::pipeline::{load_checked, Loaded};
 use crate::recording::Recording;
 
@@ -141,26 +141,21 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             file,
             symbols,
             format,
+            heap,
             output,
         } => {
             let l = load_checked(&file, &symbols.lookup())?;
-            match format {
-                ExportFormat::Collapsed => {
-                    let mut out = create(&output)?;
-                    let lines = folded::cpu(&l.cpu, &l.processes.final_names());
-                    folded::write(&mut out, &lines)?;
-                    out.flush()?;
-                    Ok(Outcome::Success)
-                }
-                other => {
-                    let name = match other {
-                        ExportFormat::Firefox => "firefox",
-                        ExportFormat::Pprof => "pprof",
-                        _ => "perf-script",
-                    };
-                    bail!("export format {name} is not available in this version yet; use --format collapsed")
-                }
+            let heap = heap || (l.has_heap && l.cpu.samples == 0);
+            if heap {
+                require(&l, "heap", l.has_heap, "rec --heap")?;
+                let p = l.heap(HeapOptions::default());
+                let mut out = create(&output)?;
+                export::write(format, export::Source::Heap(&l, &p), &mut out)?;
+            } else {
+                let mut out = create(&output)?;
+                export::write(format, export::Source::Cpu(&l), &mut out)?;
             }
+            Ok(Outcome::Success)
         }
         Command::Diff {
             old,

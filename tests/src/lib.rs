@@ -7,6 +7,7 @@
 //! `CROSSPROF_HOSTSIDE`, or the default build locations.
 
 pub mod boards;
+pub mod consumers;
 pub mod heap_parity;
 pub mod heaptrack;
 pub mod perf;

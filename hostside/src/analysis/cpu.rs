@@ -20,10 +20,46 @@ pub struct Stack {
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
+    /// The address space the addresses belong to (the process and its exec generation).
+    pub space: SpaceKey,
     /// Frames, innermost first (kernel frames first, then user frames).
     pub frames: Vec<FrameId>,
+    /// The raw addresses behind `frames`, innermost first: exports that carry addresses
+    /// (pprof locations, `perf script` lines) need them, and an inlined call expands one
+    /// address into several frames.
+    pub addresses: Vec<StackAddress>,
     /// Samples with this stack.
     pub count: u64,
+    /// Sum of the samples' periods (nanoseconds for `cpu-clock`, events otherwise).
+    pub period: u64,
+}
+
+/// One address of a sampled chain and the frames symbolization made of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackAddress {
+    /// The address as recorded: the sampled instruction or a return address.
+    pub addr: u64,
+    /// The address looked up: a return address minus one, so it falls in the call.
+    pub lookup: u64,
+    /// How many consecutive entries of [`Stack::frames`] it became (inlined calls add one
+    /// each).
+    pub frames: u32,
+    /// Whether it came from the kernel's part of the chain.
+    pub kernel: bool,
+}
+
+/// When one sample was taken, and which of [`CpuProfile::stacks`] it had: the timeline that
+/// time-ordered exports (Firefox Profiler, `perf script`) and time filters need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleAt {
+    /// Board time, ns.
+    pub time: u64,
+    /// The sample's period.
+    pub period: u64,
+    /// Index into [`CpuProfile::stacks`].
+    pub stack: u32,
+    /// CPU it ran on.
+    pub cpu: u32,
 }
 
 /// Per-function totals.
@@ -54,6 +90,8 @@ pub struct CpuProfile {
     pub table: FrameTable,
     /// Distinct stacks.
     pub stacks: Vec<Stack>,
+    /// Every sample in time order (24 bytes each).
+    pub timeline: Vec<SampleAt>,
     /// Functions sorted by self samples, then total, then name.
     pub functions: Vec<FunctionRow>,
     /// Threads sorted by samples.
@@ -106,7 +144,11 @@ pub fn analyze_weighted(
     unwinder: &mut StackUnwinder<'_>,
     weighted: bool,
 ) -> CpuProfile {
-    let mut raw: HashMap<RawStack, u64> = HashMap::new();
+    // Each distinct raw stack gets an index in `raw_counts` (count, period sum); the
+    // timeline refers to those indices until the stacks are sorted.
+    let mut raw: HashMap<RawStack, u32> = HashMap::new();
+    let mut raw_counts: Vec<(u64, u64)> = Vec::new();
+    let mut timeline: Vec<SampleAt> = Vec::new();
     let mut samples = 0u64;
     let mut last_time: HashMap<u32, u64> = HashMap::new();
     let mut time_range: Option<(u64, u64)> = None;
@@ -132,18 +174,32 @@ pub fn analyze_weighted(
             } else {
                 s.user_chain
             };
-            *raw.entry(RawStack {
-                space,
-                tid: s.tid,
-                kernel: s.kernel_chain,
-                user,
-            })
-            .or_default() += weight;
+            let next = raw_counts.len() as u32;
+            let idx = *raw
+                .entry(RawStack {
+                    space,
+                    tid: s.tid,
+                    kernel: s.kernel_chain,
+                    user,
+                })
+                .or_insert(next);
+            if idx == next {
+                raw_counts.push((0, 0));
+            }
+            let c = &mut raw_counts[idx as usize];
+            c.0 = c.0.saturating_add(weight);
+            c.1 = c.1.saturating_add(s.period);
+            timeline.push(SampleAt {
+                time: s.time,
+                period: s.period,
+                stack: idx,
+                cpu: s.cpu,
+            });
         }
     });
 
     // Sorted, so that frame ids (and every tie below) are the same on every run.
-    let mut raw: Vec<(RawStack, u64)> = raw.into_iter().collect();
+    let mut raw: Vec<(RawStack, u32)> = raw.into_iter().collect();
     raw.sort_unstable();
 
     // Every distinct placed address, resolved once.
@@ -163,38 +219,71 @@ pub fn analyze_weighted(
     let mut stacks = Vec::with_capacity(raw.len());
     let mut unsymbolized_frames = 0u64;
     let mut kernel_cache: HashMap<u64, FrameId> = HashMap::new();
-    for (st, count) in raw {
+    // Raw index of each stack, carried through the sort below.
+    let mut origin: Vec<u32> = Vec::with_capacity(raw.len());
+    for (st, idx) in raw {
+        let (count, period) = raw_counts[idx as usize];
         let mut frames = Vec::with_capacity(st.kernel.len() + st.user.len());
+        let mut addresses = Vec::with_capacity(st.kernel.len() + st.user.len());
         for (i, &a) in st.kernel.iter().enumerate() {
             let la = lookup_addr(i, a);
             let id = *kernel_cache
                 .entry(la)
                 .or_insert_with(|| table.intern(resolver.kernel_frame(la)));
             frames.push(id);
+            addresses.push(StackAddress {
+                addr: a,
+                lookup: la,
+                frames: 1,
+                kernel: true,
+            });
         }
         for (i, &a) in st.user.iter().enumerate() {
             let la = lookup_addr(i, a);
+            let before = frames.len();
             match processes.place(st.space, la).and_then(|p| resolved.get(&p)) {
                 Some(ids) => frames.extend_from_slice(ids),
                 None => frames.push(table.intern(unmapped_frame(a))),
             }
+            addresses.push(StackAddress {
+                addr: a,
+                lookup: la,
+                frames: (frames.len() - before) as u32,
+                kernel: false,
+            });
         }
         unsymbolized_frames +=
             count * frames.iter().filter(|&&f| !table.get(f).symbolized).count() as u64;
         stacks.push(Stack {
             pid: st.space.0,
             tid: st.tid,
+            space: st.space,
             frames,
+            addresses,
             count,
+            period,
         });
+        origin.push(idx);
     }
     // Deterministic order: by count, then by frames.
-    stacks.sort_by(|a, b| {
+    let mut order: Vec<usize> = (0..stacks.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&stacks[a], &stacks[b]);
         b.count
             .cmp(&a.count)
             .then_with(|| a.frames.cmp(&b.frames))
             .then(a.tid.cmp(&b.tid))
     });
+    let mut final_index = vec![0u32; raw_counts.len()];
+    for (new, &old) in order.iter().enumerate() {
+        final_index[origin[old] as usize] = new as u32;
+    }
+    let mut slots: Vec<Option<Stack>> = stacks.into_iter().map(Some).collect();
+    let stacks: Vec<Stack> = order.iter().filter_map(|&i| slots[i].take()).collect();
+    for s in &mut timeline {
+        s.stack = final_index[s.stack as usize];
+    }
+    timeline.sort_by_key(|s| (s.time, s.stack));
 
     let functions = functions(&stacks, &table);
 
@@ -223,6 +312,7 @@ pub fn analyze_weighted(
     CpuProfile {
         table,
         stacks,
+        timeline,
         functions,
         threads,
         samples,

@@ -3,6 +3,7 @@
 
 pub mod context;
 pub mod diff;
+pub mod export;
 pub mod flame;
 pub mod folded;
 pub mod heap_json;

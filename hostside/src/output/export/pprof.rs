@@ -1,0 +1,363 @@
+//! pprof's gzip'd `profile.proto`: what `go tool pprof`, Pyroscope and Parca read.
+//!
+//! The message types are generated at build time from the vendored `hostside/proto/profile.proto`
+//! (see `build.rs`). CPU profiles carry two values per sample, the sample count and the summed
+//! period (CPU nanoseconds for `cpu-clock`/`task-clock`); heap profiles carry Go's four
+//! (`alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`, "in use" meaning still live
+//! when the recording ended, suppressed leaks excluded, as `report --heap` counts them) plus
+//! `temp_objects` and `peak_space` (bytes live at the heap's peak).
+//!
+//! Every location is symbolized (functions, file:line, inlined frames as extra lines), and CPU
+//! locations keep their address inside a mapping with the module's path and build-id, so that
+//! Pyroscope or Parca can re-symbolize them against their own debug info.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use anyhow::Result;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use prost::Message;
+
+use crate::analysis::heap::HeapProfile;
+use crate::frames::{FrameId, FrameTable};
+use crate::output::info::hex;
+use crate::pipeline::Loaded;
+use crate::processes::{MappingView, SpaceKey};
+use crate::resolve::KERNEL_MODULE;
+
+/// The generated message types of `profile.proto` (package `perftools.profiles`).
+#[allow(missing_docs, clippy::all)]
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/perftools.profiles.rs"));
+}
+
+/// Builds a profile: interns strings, functions, locations and mappings.
+struct Builder<'a> {
+    profile: proto::Profile,
+    table: &'a FrameTable,
+    strings: HashMap<String, i64>,
+    functions: HashMap<(String, Option<String>), u64>,
+    /// (mapping id, address, the location's frames) → location id.
+    locations: HashMap<(u64, u64, Vec<FrameId>), u64>,
+    /// (start, end, file offset, module) → mapping id.
+    mappings: HashMap<(u64, u64, u64, usize), u64>,
+    /// Module path → mapping id, for locations without an address (heap stacks, kernel).
+    module_mappings: HashMap<String, u64>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(table: &'a FrameTable) -> Builder<'a> {
+        let mut b = Builder {
+            profile: proto::Profile::default(),
+            table,
+            strings: HashMap::new(),
+            functions: HashMap::new(),
+            locations: HashMap::new(),
+            mappings: HashMap::new(),
+            module_mappings: HashMap::new(),
+        };
+        b.string("");
+        b
+    }
+
+    fn string(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        let i = self.profile.string_table.len() as i64;
+        self.profile.string_table.push(s.to_string());
+        self.strings.insert(s.to_string(), i);
+        i
+    }
+
+    fn value_type(&mut self, ty: &str, unit: &str) -> proto::ValueType {
+        proto::ValueType {
+            r#type: self.string(ty),
+            unit: self.string(unit),
+        }
+    }
+
+    fn function(&mut self, id: FrameId) -> u64 {
+        let f = self.table.get(id);
+        let key = (f.function.clone(), f.file.clone());
+        if let Some(&i) = self.functions.get(&key) {
+            return i;
+        }
+        let fid = self.profile.function.len() as u64 + 1;
+        let name = self.string(&f.function);
+        let filename = self.string(f.file.as_deref().unwrap_or(""));
+        self.profile.function.push(proto::Function {
+            id: fid,
+            name,
+            system_name: name,
+            filename,
+            start_line: 0,
+        });
+        self.functions.insert(key, fid);
+        fid
+    }
+
+    /// A location holding `frames` (innermost first: pprof's order of inlined lines).
+    fn location(&mut self, mapping_id: u64, address: u64, frames: &[FrameId]) -> u64 {
+        let key = (mapping_id, address, frames.to_vec());
+        if let Some(&i) = self.locations.get(&key) {
+            return i;
+        }
+        let lid = self.profile.location.len() as u64 + 1;
+        let line = frames
+            .iter()
+            .map(|&f| proto::Line {
+                function_id: self.function(f),
+                line: self.table.get(f).line.map_or(0, i64::from),
+                column: 0,
+            })
+            .collect();
+        self.profile.location.push(proto::Location {
+            id: lid,
+            mapping_id,
+            address,
+            line,
+            is_folded: false,
+        });
+        self.locations.insert(key, lid);
+        lid
+    }
+
+    fn mapping(&mut self, l: &Loaded, m: &MappingView) -> u64 {
+        let key = (m.start, m.end, m.pgoff, m.module);
+        if let Some(&i) = self.mappings.get(&key) {
+            return i;
+        }
+        let module = &l.processes.modules[m.module];
+        let id = self.push_mapping(&module.path, &module.build_id, m.start, m.end, m.pgoff);
+        self.mappings.insert(key, id);
+        id
+    }
+
+    /// A mapping without an address range, for frames whose addresses are not kept.
+    fn module_mapping(&mut self, l: &Loaded, path: &str) -> u64 {
+        if let Some(&i) = self.module_mappings.get(path) {
+            return i;
+        }
+        let build_id = l
+            .processes
+            .modules
+            .iter()
+            .find(|m| m.path == path)
+            .map(|m| m.build_id.clone())
+            .unwrap_or_default();
+        let id = self.push_mapping(path, &build_id, 0, 0, 0);
+        self.module_mappings.insert(path.to_string(), id);
+        id
+    }
+
+    fn push_mapping(
+        &mut self,
+        path: &str,
+        build_id: &[u8],
+        start: u64,
+        end: u64,
+        pgoff: u64,
+    ) -> u64 {
+        let id = self.profile.mapping.len() as u64 + 1;
+        let filename = self.string(path);
+        let build_id = self.string(&hex(build_id));
+        self.profile.mapping.push(proto::Mapping {
+            id,
+            memory_start: start,
+            memory_limit: end,
+            file_offset: pgoff,
+            filename,
+            build_id,
+            has_functions: true,
+            has_filenames: true,
+            has_line_numbers: true,
+            has_inline_frames: true,
+        });
+        id
+    }
+
+    fn label_num(&mut self, key: &str, num: i64) -> proto::Label {
+        proto::Label {
+            key: self.string(key),
+            num,
+            ..Default::default()
+        }
+    }
+
+    fn label_str(&mut self, key: &str, value: &str) -> proto::Label {
+        proto::Label {
+            key: self.string(key),
+            str: self.string(value),
+            ..Default::default()
+        }
+    }
+
+    /// Header fields shared by CPU and heap profiles.
+    fn describe(&mut self, l: &Loaded) {
+        let h = l.recording.header();
+        self.profile.time_nanos = i64::try_from(h.start_unix_ns).unwrap_or(i64::MAX);
+        self.profile.duration_nanos = i64::try_from(l.duration_ns).unwrap_or(i64::MAX);
+        let comment = format!(
+            "crossprof recording of `{}` on {}",
+            h.command.join(" "),
+            h.arch
+        );
+        let c = self.string(&comment);
+        self.profile.comment.push(c);
+    }
+
+    /// Puts the main binary's mapping first, as pprof expects of `mapping[0]`: the module that
+    /// holds the most sampled locations.
+    fn finish(mut self, weight: HashMap<u64, u64>) -> proto::Profile {
+        if let Some((&main, _)) = weight.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))) {
+            let n = self.profile.mapping.len() as u64;
+            // Swap ids `main` and 1 everywhere.
+            let swap = |id: u64| match id {
+                x if x == main => 1,
+                1 => main,
+                x => x,
+            };
+            if main != 1 && main <= n {
+                for m in &mut self.profile.mapping {
+                    m.id = swap(m.id);
+                }
+                for loc in &mut self.profile.location {
+                    if loc.mapping_id != 0 {
+                        loc.mapping_id = swap(loc.mapping_id);
+                    }
+                }
+                self.profile.mapping.sort_by_key(|m| m.id);
+            }
+        }
+        self.profile
+    }
+}
+
+/// The CPU samples of a recording as a pprof profile.
+pub fn cpu(l: &Loaded) -> proto::Profile {
+    let cpu = &l.cpu;
+    let mut b = Builder::new(&cpu.table);
+    let h = l.recording.header();
+    let time_event = matches!(h.event.as_str(), "cpu-clock" | "task-clock" | "");
+    let period_type = if time_event {
+        b.value_type("cpu", "nanoseconds")
+    } else {
+        b.value_type(&h.event, "count")
+    };
+    let samples_type = b.value_type("samples", "count");
+    b.profile.sample_type = vec![samples_type, period_type];
+    b.profile.period_type = Some(period_type);
+    if time_event && h.sample_freq > 0 {
+        b.profile.period = 1_000_000_000 / i64::from(h.sample_freq);
+    }
+    b.profile.default_sample_type = period_type.r#type;
+    b.describe(l);
+
+    let mut maps: HashMap<SpaceKey, Vec<MappingView>> = HashMap::new();
+    let mut weight: HashMap<u64, u64> = HashMap::new();
+    for s in &cpu.stacks {
+        let maps = maps
+            .entry(s.space)
+            .or_insert_with(|| l.processes.mappings(s.space));
+        let mut location_id = Vec::with_capacity(s.addresses.len());
+        let mut at = 0usize;
+        for a in &s.addresses {
+            let frames = &s.frames[at..at + a.frames as usize];
+            at += a.frames as usize;
+            if frames.is_empty() {
+                continue;
+            }
+            let mapping_id = if a.kernel {
+                b.module_mapping(l, KERNEL_MODULE)
+            } else {
+                // The latest mapping wins where a region was mapped again, as in placing.
+                match maps
+                    .iter()
+                    .rev()
+                    .find(|m| m.start <= a.lookup && a.lookup < m.end)
+                {
+                    Some(m) => b.mapping(l, m),
+                    None => 0,
+                }
+            };
+            if mapping_id != 0 && !a.kernel {
+                *weight.entry(mapping_id).or_default() += s.count;
+            }
+            location_id.push(b.location(mapping_id, a.lookup, frames));
+        }
+        let labels = vec![
+            b.label_num("pid", i64::from(s.pid)),
+            b.label_num("tid", i64::from(s.tid)),
+            b.label_str("thread", l.processes.name(s.tid, u64::MAX)),
+        ];
+        b.profile.sample.push(proto::Sample {
+            location_id,
+            value: vec![
+                i64::try_from(s.count).unwrap_or(i64::MAX),
+                i64::try_from(s.period).unwrap_or(i64::MAX),
+            ],
+            label: labels,
+        });
+    }
+    b.finish(weight)
+}
+
+/// The heap analysis of a recording as a pprof heap profile in Go's layout.
+pub fn heap(l: &Loaded, p: &HeapProfile) -> proto::Profile {
+    let mut b = Builder::new(&p.table);
+    let types = [
+        ("alloc_objects", "count"),
+        ("alloc_space", "bytes"),
+        ("inuse_objects", "count"),
+        ("inuse_space", "bytes"),
+        ("temp_objects", "count"),
+        ("peak_space", "bytes"),
+    ];
+    b.profile.sample_type = types.iter().map(|(t, u)| b.value_type(t, u)).collect();
+    b.profile.period_type = Some(b.value_type("space", "bytes"));
+    b.profile.default_sample_type = b.string("inuse_space");
+    b.describe(l);
+    let mut weight: HashMap<u64, u64> = HashMap::new();
+    for t in &p.traces {
+        let c = &t.counts;
+        // Heap stacks keep their frames, not their addresses: one location per frame.
+        let location_id = t
+            .frames
+            .iter()
+            .map(|&f| {
+                let module = p.table.get(f).module.clone();
+                let mapping_id = b.module_mapping(l, &module);
+                *weight.entry(mapping_id).or_default() += c.allocations;
+                b.location(mapping_id, 0, &[f])
+            })
+            .collect();
+        let value = [
+            c.allocations,
+            c.allocated_bytes,
+            c.leaked_allocations,
+            c.leaked_bytes,
+            c.temporary,
+            c.at_peak_bytes,
+        ]
+        .iter()
+        .map(|&v| i64::try_from(v).unwrap_or(i64::MAX))
+        .collect();
+        let label = vec![b.label_num("pid", i64::from(t.pid))];
+        b.profile.sample.push(proto::Sample {
+            location_id,
+            value,
+            label,
+        });
+    }
+    b.finish(weight)
+}
+
+/// Writes a profile gzip'd, as pprof files are stored.
+pub fn write(profile: &proto::Profile, out: &mut dyn Write) -> Result<()> {
+    let mut gz = GzEncoder::new(out, Compression::default());
+    gz.write_all(&profile.encode_to_vec())?;
+    gz.finish()?;
+    Ok(())
+}

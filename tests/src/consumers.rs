@@ -1,0 +1,138 @@
+//! The real consumers of hostside's exports, driven from the tests: `go tool pprof`, and the
+//! npm packages (speedscope, ajv, puppeteer-core) that `tests/browser/setup.sh` installs with
+//! headless Chromium.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::root;
+
+/// Runs `tests/browser/setup.sh` once per test process (it installs what is missing: Debian's
+/// golang-go and chromium, the pinned npm packages) and returns the npm directory.
+pub fn npm_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let o = Command::new(root().join("tests/browser/setup.sh"))
+            .output()
+            .expect("run tests/browser/setup.sh");
+        assert!(
+            o.status.success(),
+            "tests/browser/setup.sh failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        PathBuf::from(String::from_utf8(o.stdout).expect("utf-8").trim())
+    })
+}
+
+/// Runs `go tool pprof ARGS... FILE` with symbolization off (the profile is symbolized
+/// already; pprof must not look for the binaries) and returns its standard output.
+pub fn go_pprof(args: &[&str], file: &Path) -> String {
+    npm_dir(); // installs golang-go when missing
+    let o = Command::new("go")
+        .args(["tool", "pprof", "-symbolize=none"])
+        .args(args)
+        .arg(file)
+        .env("PPROF_TMPDIR", crate::scratch())
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        o.status.success(),
+        "go tool pprof {args:?} {} failed:\n{}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8")
+}
+
+/// `go tool pprof -raw`: the sample types and each sample's values, as pprof parsed them.
+pub fn go_pprof_raw(file: &Path) -> (Vec<String>, Vec<Vec<i64>>) {
+    let text = go_pprof(&["-raw"], file);
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("Samples:"));
+    lines.next();
+    let types: Vec<String> = lines
+        .next()
+        .unwrap_or_else(|| panic!("no sample types in:\n{text}"))
+        .split_whitespace()
+        .map(|t| t.trim_end_matches("[dflt]").to_string())
+        .collect();
+    let mut samples = Vec::new();
+    for l in lines {
+        if l.starts_with("Locations") {
+            break;
+        }
+        let Some((values, _locations)) = l.split_once(':') else {
+            continue;
+        };
+        let v: Option<Vec<i64>> = values.split_whitespace().map(|x| x.parse().ok()).collect();
+        if let Some(v) = v.filter(|v| v.len() == types.len()) {
+            samples.push(v);
+        }
+    }
+    (types, samples)
+}
+
+/// `go tool pprof -top` rows: (flat, cum, name), values in the sample type's unit.
+pub fn go_pprof_top(file: &Path, sample_index: &str) -> Vec<(f64, f64, String)> {
+    let text = go_pprof(
+        &[
+            "-top",
+            "-nodecount=1000",
+            &format!("-sample_index={sample_index}"),
+        ],
+        file,
+    );
+    text.lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 6 {
+                return None;
+            }
+            let num = |s: &str| -> Option<f64> {
+                let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+                digits.parse().ok()
+            };
+            Some((num(f[0])?, num(f[3])?, f[5..].join(" ")))
+        })
+        .collect()
+}
+
+/// Runs `tests/browser/speedscope.js` on a speedscope file: schema validation and the
+/// sandwich view of speedscope's own build in headless Chromium.
+pub fn speedscope_check(file: &Path) -> Value {
+    let o = Command::new("node")
+        .arg(root().join("tests/browser/speedscope.js"))
+        .arg(npm_dir())
+        .arg(file)
+        .output()
+        .expect("run node");
+    assert!(
+        o.status.success(),
+        "speedscope.js failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("speedscope.js prints JSON")
+}
+
+/// A duration as speedscope prints it (`614.61ms`, `1.20s`, `3.00µs`, `0.00ns`), in ns.
+pub fn speedscope_ns(text: &str) -> f64 {
+    let v = text.split_whitespace().next().unwrap_or("");
+    for (unit, scale) in [
+        ("ns", 1.0),
+        ("µs", 1e3),
+        ("us", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ] {
+        if let Some(n) = v.strip_suffix(unit) {
+            if let Ok(x) = n.parse::<f64>() {
+                return x * scale;
+            }
+        }
+    }
+    panic!("not a speedscope duration: {text:?}")
+}
