@@ -45,11 +45,16 @@ server.listen(0, '127.0.0.1', async () => {
         if (d.textContent === '🥪Sandwich') d.click();
       }
     });
-    await page.waitForFunction(() => document.body.innerText.includes('Symbol Name'), {timeout: 10000});
+    // The table renders after its header: wait for rows below it.
+    await page.waitForFunction(() => {
+      const t = document.body.innerText;
+      const i = t.indexOf('Symbol Name');
+      return i >= 0 && t.slice(i).split('\n').filter(l => l.trim()).length > 3;
+    }, {timeout: 10000});
     const text = await page.evaluate(() => document.body.innerText);
     const lines = text.split('\n').map(l => l.trim()).filter(l => l.length > 0);
     const start = lines.findIndex(l => l.replace(/\s+/g, ' ') === 'Total Self Symbol Name');
-    for (let i = start + 1; start >= 0 && i + 2 < lines.length + 0; i += 3) {
+    for (let i = start + 1; start >= 0 && i + 2 < lines.length; i += 3) {
       result.rows.push({total: lines[i], self: lines[i + 1], name: lines[i + 2]});
     }
   } catch (e) {
