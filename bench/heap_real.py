@@ -3,8 +3,13 @@
 interleaved run (issue 12, acceptance 2).
 
 Programs: Debian's packaged lua5.4 running bench/workloads/alloc.lua (15.2 M allocations,
-realloc-based allocator) and sqlite3 with its lookaside allocator off running
-bench/workloads/sqlite.sql (11.8 M allocations). Per program five configurations run
+realloc-based allocator), sqlite3 with its lookaside allocator off running
+bench/workloads/sqlite.sql (11.8 M allocations) and perl running bench/workloads/alloc.pl
+(7.5 M allocations). Perl runs with PERL_HASH_SEED=0: with a random hash seed the order in
+which a hash's entries are freed differs per hash and per run, and some seeds make every
+tool's file several times larger (measured: seed 1 and 2 gave heaptrack 1.54 MB and rec
+--heap --no-cpu 0.82 MB, seed 0 gave 268 KB and 63 KB), so without it the sizes compare runs
+of different workloads. Per program five configurations run
 interleaved (base, heaptrack, rec --heap --no-cpu, rec --heap, base, ...) so that the
 machine's noise hits all alike:
   base        the program alone
@@ -17,8 +22,8 @@ heaptrack's (goal: at most 0.5, wall and CPU, sampling off and on). File sizes a
 over the runs, against heaptrack's .zst (goal: at most 1.0 with sampling off, 1.5 on), and
 bytes per heap event (allocations + frees, from `hostside info --json`).
 
-Usage: bench/heap_real.py [--runs N] [--only lua|sqlite]
-(needs heaptrack, lua5.4 and sqlite3 installed; rec and hostside from scripts/env.sh,
+Usage: bench/heap_real.py [--runs N] [--only lua|sqlite|perl]
+(needs heaptrack, lua5.4, sqlite3 and perl installed; rec and hostside from scripts/env.sh,
 the interposer as CROSSPROF_HEAP_LIB or libcrossprof_heap.so next to $CROSSPROF_REC)
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, time
@@ -28,6 +33,7 @@ PROGRAMS = {
     "lua": (["lua5.4", os.path.join(ROOT, "bench/workloads/alloc.lua")], None),
     "sqlite": (["sqlite3", "-lookaside", "0", "0", ":memory:"],
                os.path.join(ROOT, "bench/workloads/sqlite.sql")),
+    "perl": (["perl", os.path.join(ROOT, "bench/workloads/alloc.pl")], None),
 }
 CONFIGS = ["base", "heaptrack", "rec-nocpu", "rec"]
 
@@ -66,10 +72,11 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only", choices=sorted(PROGRAMS))
     a = ap.parse_args()
-    for tool in ["heaptrack", "lua5.4", "sqlite3"]:
+    for tool in ["heaptrack", "lua5.4", "sqlite3", "perl"]:
         if not shutil.which(tool):
-            sys.exit(f"{tool} not found: apt-get install heaptrack lua5.4 sqlite3")
+            sys.exit(f"{tool} not found: apt-get install heaptrack lua5.4 sqlite3 perl")
     env = dict(os.environ)
+    env["PERL_HASH_SEED"] = "0"
     if "CROSSPROF_HEAP_LIB" not in env:
         env["CROSSPROF_HEAP_LIB"] = os.path.join(os.path.dirname(env["CROSSPROF_REC"]), "libcrossprof_heap.so")
     tmp = tempfile.mkdtemp(prefix="crossprof-heapreal-")
