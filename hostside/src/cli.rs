@@ -127,8 +127,12 @@ pub enum Command {
         #[arg(long, value_enum)]
         format: ExportFormat,
         /// Export the heap profile (the default for a recording without CPU samples).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "off_cpu")]
         heap: bool,
+        /// Export blocked (off-CPU) time instead of CPU samples (recordings made with
+        /// `rec --off-cpu`; not for `--format firefox`).
+        #[arg(long)]
+        off_cpu: bool,
         /// Output file (`-` for standard output).
         #[arg(short = 'o', long = "output", value_name = "OUT")]
         output: PathBuf,

@@ -142,11 +142,17 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             symbols,
             format,
             heap,
+            off_cpu,
             output,
         } => {
             let l = load_checked(&file, &symbols.lookup())?;
-            let heap = heap || (l.has_heap && l.cpu.samples == 0);
-            if heap {
+            let heap = heap || (!off_cpu && l.has_heap && l.cpu.samples == 0);
+            if off_cpu {
+                require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
+                let w = off_cpu_profile::analyze(&l);
+                let mut out = create(&output)?;
+                export::write(format, export::Source::OffCpu(&l, &w), &mut out)?;
+            } else if heap {
                 require(&l, "heap", l.has_heap, "rec --heap")?;
                 let p = l.heap(HeapOptions::default());
                 let mut out = create(&output)?;

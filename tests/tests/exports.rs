@@ -384,3 +384,93 @@ fn perf_script_refuses_a_heap_export_with_a_reason() {
     assert!(err.contains("--format pprof"), "{err}");
     let _ = Path::new(&out);
 }
+
+#[test]
+fn off_cpu_waits_read_by_go_tool_pprof_and_speedscope() {
+    // mutex_split.c: the contender waits 3x longer for the lock (take_lock) than it sleeps
+    // between turns (wait_turn); see tests/tests/off_cpu.rs.
+    let program = build("mutex_split.c", "exports_offcpu", &["-O2"]);
+    add_system_libs(&program.sysroot, &program.board);
+    let recording = scratch().join("exports_offcpu.zst");
+    record(
+        &recording,
+        &["--off-cpu"],
+        &[program.board.to_str().unwrap(), "20"],
+    );
+    let report: Value = serde_json::from_str(&hostside_ok(&[
+        "report",
+        "--off-cpu",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        program.sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let f = Fixture {
+        program,
+        recording,
+        report,
+    };
+    let export_off = |format: &str, ext: &str| {
+        let out = scratch().join(format!("exports_offcpu.{ext}"));
+        hostside_ok(&[
+            "export",
+            "--off-cpu",
+            "--format",
+            format,
+            "--sysroot",
+            f.program.sysroot.to_str().unwrap(),
+            f.recording.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        out
+    };
+    let pb = export_off("pprof", "pb.gz");
+    let text = go_pprof(
+        &[
+            "-top",
+            "-nodecount=1000",
+            "-unit=ns",
+            "-sample_index=off_cpu",
+        ],
+        &pb,
+    );
+    let cum = |name: &str| -> u64 {
+        let row = text
+            .lines()
+            .find(|l| l.split_whitespace().nth(5) == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing from pprof -top:\n{text}"));
+        let c = row.split_whitespace().nth(3).unwrap();
+        c.trim_end_matches("ns").parse().unwrap()
+    };
+    let total_ns = |name: &str| -> u64 {
+        f.report["off_cpu"]["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["function"] == name)
+            .and_then(|r| r["total_ns"].as_u64())
+            .unwrap_or_else(|| panic!("{name} not in the off-CPU report"))
+    };
+    for name in ["take_lock", "wait_turn"] {
+        assert_eq!(cum(name), total_ns(name), "{name}:\n{text}");
+    }
+    assert_75_25(
+        "go tool pprof off_cpu",
+        cum("take_lock") as f64,
+        cum("wait_turn") as f64,
+    );
+    // The program is mapping 1, pprof's main binary, though libc holds most waits.
+    assert!(text.starts_with("File: exports_offcpu"), "{text}");
+
+    let ss = export_off("speedscope", "speedscope.json");
+    let r = speedscope_check(&ss);
+    assert_eq!(r["valid"], true, "schema errors: {:#}", r["schemaErrors"]);
+    assert!(
+        r["title"].as_str().unwrap().starts_with("off-CPU: "),
+        "{r:#}"
+    );
+}

@@ -20,12 +20,15 @@ use std::io::Write;
 
 use anyhow::Result;
 
+use crate::output::export::Sampled;
 use crate::pipeline::Loaded;
 
-/// Writes every sample of the recording.
-pub fn write(l: &Loaded, out: &mut dyn Write) -> Result<()> {
-    let cpu = &l.cpu;
+/// Writes every sample (or off-CPU wait, as an `off-cpu` event whose period is the time
+/// waited in nanoseconds) of the recording.
+pub fn write(l: &Loaded, sampled: Sampled<'_>, out: &mut dyn Write) -> Result<()> {
+    let cpu = sampled.profile;
     let event = match l.recording.header().event.as_str() {
+        _ if sampled.off_cpu => "off-cpu",
         "" => "cpu-clock",
         e => e,
     };

@@ -21,6 +21,7 @@ use prost::Message;
 
 use crate::analysis::heap::HeapProfile;
 use crate::frames::{FrameId, FrameTable};
+use crate::output::export::Sampled;
 use crate::output::info::hex;
 use crate::pipeline::Loaded;
 use crate::processes::{MappingView, SpaceKey};
@@ -208,10 +209,29 @@ impl<'a> Builder<'a> {
         self.profile.comment.push(c);
     }
 
-    /// Puts the main binary's mapping first, as pprof expects of `mapping[0]`: the module that
-    /// holds the most sampled locations.
-    fn finish(mut self, weight: HashMap<u64, u64>) -> proto::Profile {
-        if let Some((&main, _)) = weight.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))) {
+    /// Puts the main binary's mapping first, as pprof expects of `mapping[0]`: the recorded
+    /// command's executable when one of the mappings is it, else the module that holds the
+    /// most sampled locations.
+    fn finish(mut self, l: &Loaded, weight: HashMap<u64, u64>) -> proto::Profile {
+        let exe = l
+            .recording
+            .header()
+            .command
+            .first()
+            .map(|c| basename(c).to_string());
+        let by_name = self.profile.mapping.iter().find(|m| {
+            let name = usize::try_from(m.filename)
+                .ok()
+                .and_then(|i| self.profile.string_table.get(i));
+            name.map(|n| basename(n)) == exe.as_deref()
+        });
+        let main = by_name.map(|m| m.id).or_else(|| {
+            weight
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                .map(|(&id, _)| id)
+        });
+        if let Some(main) = main {
             let n = self.profile.mapping.len() as u64;
             // Swap ids `main` and 1 everywhere.
             let swap = |id: u64| match id {
@@ -235,29 +255,51 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// The CPU samples of a recording as a pprof profile.
-pub fn cpu(l: &Loaded) -> proto::Profile {
-    let cpu = &l.cpu;
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// CPU samples (or off-CPU waits) as a pprof profile: per stack the number of samples (waits)
+/// and their summed period (CPU or blocked nanoseconds, or the event's count).
+pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> proto::Profile {
+    let cpu = sampled.profile;
     let mut b = Builder::new(&cpu.table);
     let h = l.recording.header();
-    let time_event = matches!(h.event.as_str(), "cpu-clock" | "task-clock" | "");
-    let period_type = if time_event {
-        b.value_type("cpu", "nanoseconds")
+    let (samples_type, period_type) = if sampled.off_cpu {
+        (
+            b.value_type("waits", "count"),
+            b.value_type("off_cpu", "nanoseconds"),
+        )
+    } else if sampled.time_event(l) {
+        (
+            b.value_type("samples", "count"),
+            b.value_type("cpu", "nanoseconds"),
+        )
     } else {
-        b.value_type(&h.event, "count")
+        (
+            b.value_type("samples", "count"),
+            b.value_type(&h.event, "count"),
+        )
     };
-    let samples_type = b.value_type("samples", "count");
     b.profile.sample_type = vec![samples_type, period_type];
     b.profile.period_type = Some(period_type);
-    if time_event && h.sample_freq > 0 {
+    if !sampled.off_cpu && sampled.time_event(l) && h.sample_freq > 0 {
         b.profile.period = 1_000_000_000 / i64::from(h.sample_freq);
+    }
+    // Samples per stack, counted from the timeline: an off-CPU profile's stack counts are
+    // nanoseconds.
+    let mut per_stack = vec![0u64; cpu.stacks.len()];
+    for t in &cpu.timeline {
+        if let Some(n) = per_stack.get_mut(t.stack as usize) {
+            *n += 1;
+        }
     }
     b.profile.default_sample_type = period_type.r#type;
     b.describe(l);
 
     let mut maps: HashMap<SpaceKey, Vec<MappingView>> = HashMap::new();
     let mut weight: HashMap<u64, u64> = HashMap::new();
-    for s in &cpu.stacks {
+    for (s, &n) in cpu.stacks.iter().zip(&per_stack) {
         let maps = maps
             .entry(s.space)
             .or_insert_with(|| l.processes.mappings(s.space));
@@ -295,13 +337,13 @@ pub fn cpu(l: &Loaded) -> proto::Profile {
         b.profile.sample.push(proto::Sample {
             location_id,
             value: vec![
-                i64::try_from(s.count).unwrap_or(i64::MAX),
+                i64::try_from(n).unwrap_or(i64::MAX),
                 i64::try_from(s.period).unwrap_or(i64::MAX),
             ],
             label: labels,
         });
     }
-    b.finish(weight)
+    b.finish(l, weight)
 }
 
 /// The heap analysis of a recording as a pprof heap profile in Go's layout.
@@ -351,7 +393,7 @@ pub fn heap(l: &Loaded, p: &HeapProfile) -> proto::Profile {
             label,
         });
     }
-    b.finish(weight)
+    b.finish(l, weight)
 }
 
 /// Writes a profile gzip'd, as pprof files are stored.

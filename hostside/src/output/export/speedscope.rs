@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::analysis::heap::HeapProfile;
 use crate::frames::{FrameId, FrameTable};
+use crate::output::export::Sampled;
 use crate::pipeline::Loaded;
 
 /// The URL speedscope recognises its own files by.
@@ -133,19 +134,16 @@ fn file(l: &Loaded, what: &str, frames: Frames<'_>, profiles: Vec<Profile>) -> F
     }
 }
 
-/// CPU samples, one profile per thread (most sampled first).
-pub fn cpu(l: &Loaded) -> File {
-    let cpu = &l.cpu;
+/// CPU samples (or off-CPU waits), one profile per thread (most sampled first).
+pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> File {
+    let cpu = sampled.profile;
     let mut frames = Frames {
         table: &cpu.table,
         index: HashMap::new(),
         by_function: HashMap::new(),
         frames: Vec::new(),
     };
-    let time_event = matches!(
-        l.recording.header().event.as_str(),
-        "cpu-clock" | "task-clock" | ""
-    );
+    let time_event = sampled.off_cpu || sampled.time_event(l);
     let mut stacks: Vec<Option<Vec<usize>>> = (0..cpu.stacks.len()).map(|_| None).collect();
     let mut per_thread: HashMap<(u32, u32), Profile> = HashMap::new();
     for s in &cpu.timeline {
@@ -180,7 +178,8 @@ pub fn cpu(l: &Loaded) -> File {
             profiles.push(p);
         }
     }
-    file(l, "CPU", frames, profiles)
+    let what = if sampled.off_cpu { "off-CPU" } else { "CPU" };
+    file(l, what, frames, profiles)
 }
 
 /// The heap analysis, one profile per cost type.
