@@ -3,10 +3,12 @@
 //! across cores, with a progress bar when there is much to do.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::OnceLock;
 
 use crossprof_symbols::{
-    BuildIdIndex, IndexOptions, Kallsyms, Located, Lookup, MatchKind, Module, Origin,
+    BuildIdIndex, FileCache, IndexOptions, Kallsyms, Located, Lookup, MatchKind, Module, Origin,
+    SharedBytes,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -39,6 +41,8 @@ pub struct Resolver {
     /// Why the vDSO image copied from the board could not be parsed, if it could not.
     vdso_error: Option<String>,
     kallsyms: Option<Kallsyms>,
+    /// Each module file mapped once, for the symbolizer and the unwinder both.
+    files: FileCache,
 }
 
 /// Module path used for kernel frames.
@@ -86,7 +90,15 @@ impl Resolver {
             vdso,
             vdso_error,
             kallsyms,
+            files: FileCache::new(),
         }
+    }
+
+    /// The bytes of a module file, through the same map the symbolizer uses (the unwinder
+    /// reads its sections from here rather than reading the file again). `None` when the
+    /// file cannot be mapped.
+    pub fn map_file(&self, path: &Path) -> Option<SharedBytes> {
+        self.files.map(path).ok()
     }
 
     /// Where module `idx` was found, if it exists.
@@ -151,7 +163,7 @@ impl Resolver {
             return None;
         }
         self.loaded[idx]
-            .get_or_init(|| Module::load(located).map_err(|e| e.to_string()))
+            .get_or_init(|| Module::load_with(located, &self.files).map_err(|e| e.to_string()))
             .as_ref()
             .ok()
     }

@@ -1,8 +1,9 @@
 //! Stack-copy samples (`rec --call-graph dwarf`) turned into user call chains, so that the
 //! CPU analysis treats them exactly like frame-pointer chains.
 //!
-//! Each module's unwind sections are read once from the sysroot file the resolver verified
-//! (never from a mismatched one: wrong tables give wrong stacks), and each process image gets
+//! Each module's unwind sections are taken once from the sysroot file the resolver verified
+//! (never from a mismatched one: wrong tables give wrong stacks), as ranges of the very map
+//! the symbolizer reads (the resolver's file cache), and each process image gets
 //! one [`AddressSpace`] with its modules at their load biases. The vDSO's tables come from the
 //! copy `rec` recorded.
 
@@ -124,13 +125,14 @@ impl Modules<'_> {
         if matches!(located.match_kind, MatchKind::Mismatch | MatchKind::Missing) {
             return None;
         }
-        let image = std::fs::read(located.image.as_ref()?).ok()?;
+        // The files the symbolizer maps: no second read of an image or a debug file.
+        let image = self.resolver.map_file(located.image.as_ref()?)?;
         let debug = located
             .debug_file
             .as_ref()
             .filter(|d| Some(*d) != located.image.as_ref())
-            .and_then(|d| std::fs::read(d).ok());
-        UnwindSections::from_elf(&image, debug.as_deref()).ok()
+            .and_then(|d| self.resolver.map_file(d));
+        UnwindSections::from_files(&image, debug.as_ref()).ok()
     }
 
     /// A new address space for process image `key`, with its modules at their load biases.

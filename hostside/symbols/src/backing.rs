@@ -64,6 +64,12 @@ impl Backing {
     }
 }
 
+impl AsRef<[u8]> for Backing {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 /// A cheap, clonable handle to a range of a [`Backing`]. Cloning costs one atomic increment.
 #[derive(Clone)]
 pub(crate) struct Bytes {

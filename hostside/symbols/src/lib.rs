@@ -35,6 +35,7 @@ mod demangle;
 mod dwarf;
 mod elf_info;
 mod error;
+mod files;
 mod index;
 mod index_cache;
 mod kallsyms;
@@ -45,6 +46,7 @@ mod symtab;
 
 pub use demangle::demangle;
 pub use error::Error;
+pub use files::{FileCache, SharedBytes};
 pub use index::{BuildIdIndex, IndexOptions, IndexStats, IndexedFile, MAX_FILES_PER_ROOT};
 pub use kallsyms::Kallsyms;
 pub use lookup::{Located, Lookup, MatchKind, Origin};

@@ -13,6 +13,7 @@ use crate::demangle::demangle;
 use crate::dwarf::Dwarf;
 use crate::elf_info::{self, Segment};
 use crate::error::Error;
+use crate::files::FileCache;
 use crate::lookup::Located;
 use crate::minidebuginfo;
 use crate::symtab::{self, Source, SymbolTable};
@@ -86,12 +87,18 @@ impl Module {
     /// be read as ELF; damaged DWARF or MiniDebugInfo only loses those sources (see
     /// [`Module::warnings`]).
     pub fn load(located: &Located) -> Result<Module, Error> {
+        Module::load_with(located, &FileCache::new())
+    }
+
+    /// [`Module::load`], mapping the files through `files`, so that the unwinder reading
+    /// the same files gets the same maps.
+    pub fn load_with(located: &Located, files: &FileCache) -> Result<Module, Error> {
         let debug_path = located.debug_file.as_deref().ok_or(Error::NoDebugFile)?;
-        let debug_backing = Backing::map(debug_path)?;
+        let debug_backing = files.backing(debug_path)?;
         let debug = Part::parse(debug_path, &debug_backing)?;
         let mut warnings = Vec::new();
         let image_backing = match located.image.as_deref().filter(|p| *p != debug_path) {
-            Some(p) => match Backing::map(p) {
+            Some(p) => match files.backing(p) {
                 Ok(b) => Some((p, b)),
                 Err(e) => {
                     warnings.push(e.to_string());

@@ -8,8 +8,6 @@
 //! has no search table, and walking `.eh_frame` once is cheaper than trusting a damaged
 //! `.eh_frame_hdr`) and applies a row's rules to a register set.
 
-use std::sync::Arc;
-
 use gimli::{
     BaseAddresses, CfaRule, CieOrFde, DebugFrame, DebugFrameOffset, EhFrame, EhFrameOffset,
     EndianSlice, Evaluation, EvaluationResult, Expression, Location, Register, RegisterRule,
@@ -23,6 +21,8 @@ const MAX_EXPRESSION_STEPS: usize = 64;
 /// More FDEs than this in one module is not a real file; stop indexing there.
 const MAX_FDES: usize = 1 << 20;
 
+use crate::bytes::Section;
+
 type Slice<'a> = EndianSlice<'a, RunTimeEndian>;
 
 /// Which section, and for `.eh_frame` its stated address (pointers in it are pc-relative).
@@ -35,7 +35,7 @@ enum Kind {
 /// An indexed CFI section.
 #[derive(Debug, Clone)]
 pub struct CfiTable {
-    data: Arc<[u8]>,
+    data: Section,
     kind: Kind,
     endian: RunTimeEndian,
     address_size: u8,
@@ -94,16 +94,16 @@ where
 
 impl CfiTable {
     /// Indexes a `.debug_frame` section. Malformed entries are skipped.
-    pub fn debug_frame(data: Arc<[u8]>, arch: &Layout) -> CfiTable {
+    pub fn debug_frame(data: Section, arch: &Layout) -> CfiTable {
         Self::new(data, Kind::Debug, arch)
     }
 
     /// Indexes an `.eh_frame` section that the file states at `svma`.
-    pub fn eh_frame(data: Arc<[u8]>, svma: u64, arch: &Layout) -> CfiTable {
+    pub fn eh_frame(data: Section, svma: u64, arch: &Layout) -> CfiTable {
         Self::new(data, Kind::Eh { svma }, arch)
     }
 
-    fn new(data: Arc<[u8]>, kind: Kind, layout: &Layout) -> CfiTable {
+    fn new(data: Section, kind: Kind, layout: &Layout) -> CfiTable {
         let Layout {
             big_endian,
             address_size,

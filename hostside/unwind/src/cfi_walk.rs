@@ -188,12 +188,12 @@ mod tests {
         };
         let s = UnwindSections {
             cfi: Some(Arc::new(CfiTable::debug_frame(
-                Arc::from(leaf_debug_frame()),
+                leaf_debug_frame().into(),
                 &layout,
             ))),
             entry: Some(0x1f00),
             text_segment_svma: Some(0x1000..0x2000),
-            text_segment: Some(Arc::from(code)),
+            text_segment: Some(code.into()),
             ..Default::default()
         };
         let mut space = AddressSpace::<Riscv64>::new(false);

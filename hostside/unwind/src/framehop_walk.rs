@@ -2,11 +2,10 @@
 //! [`crate::space`] module for why), gimli's CFI evaluation where framehop's answer cannot
 //! be trusted.
 
-use std::sync::Arc;
-
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 
 use crate::arch::Architecture;
+use crate::bytes::Section;
 use crate::cfi::CallerRegs;
 use crate::outcome::{CutShort, Outcome};
 use crate::regs::Registers;
@@ -14,8 +13,8 @@ use crate::sections::UnwindSections;
 use crate::space::{AddressSpace, MAX_FRAMES, START_CODE_BYTES};
 use crate::stack::StackCopy;
 
-/// Section bytes as framehop holds them.
-pub(crate) type Data = Arc<[u8]>;
+/// Section bytes as framehop holds them: ranges of the shared module files.
+pub(crate) type Data = Section;
 
 /// A module's sections as framehop takes them.
 pub(crate) fn section_info(s: &UnwindSections) -> ExplicitModuleSectionInfo<Data> {

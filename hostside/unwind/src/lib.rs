@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 
 pub mod arch;
+mod bytes;
 mod cfi;
 mod cfi_walk;
 mod framehop_walk;
@@ -47,6 +48,7 @@ mod space;
 mod stack;
 
 pub use arch::Architecture;
+pub use bytes::SharedFile;
 pub use outcome::{CutShort, Outcome};
 pub use regs::Registers;
 pub use sections::{Error, UnwindSections};

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSection, ObjectSegment, SectionKind};
 
+use crate::bytes::{file_bytes, Section, SharedFile};
+
 /// Why a file's unwind sections could not be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -28,14 +30,14 @@ pub(crate) struct Segment {
 #[derive(Debug, Clone, Default)]
 pub struct UnwindSections {
     pub(crate) text_svma: Option<Range<u64>>,
-    pub(crate) text: Option<Arc<[u8]>>,
+    pub(crate) text: Option<Section>,
     pub(crate) eh_frame_svma: Option<Range<u64>>,
-    pub(crate) eh_frame: Option<Arc<[u8]>>,
+    pub(crate) eh_frame: Option<Section>,
     pub(crate) eh_frame_hdr_svma: Option<Range<u64>>,
-    pub(crate) eh_frame_hdr: Option<Arc<[u8]>>,
-    pub(crate) debug_frame: Option<Arc<[u8]>>,
+    pub(crate) eh_frame_hdr: Option<Section>,
+    pub(crate) debug_frame: Option<Section>,
     pub(crate) text_segment_svma: Option<Range<u64>>,
-    pub(crate) text_segment: Option<Arc<[u8]>>,
+    pub(crate) text_segment: Option<Section>,
     /// `.ARM.exidx` and `.ARM.extab` as one lookup table (32-bit ARM only).
     pub(crate) arm_exidx: Option<Arc<crate::arch::arm::ExidxTable>>,
     /// `.debug_frame`, indexed.
@@ -53,11 +55,11 @@ pub struct UnwindSections {
     pub(crate) arm_functions: crate::arch::arm::Functions,
 }
 
-type Found = Option<(Range<u64>, Arc<[u8]>)>;
+type Found = Option<(Range<u64>, Section)>;
 
-/// A section's address range and bytes; `None` when absent, empty, or not in the file
-/// (NOBITS in a separate debug file, or compressed).
-fn section(file: &object::File<'_>, name: &str) -> Found {
+/// A section's address range and bytes (in `bytes`, the file `file` was parsed from); `None`
+/// when absent, empty, or not in the file (NOBITS in a separate debug file, or compressed).
+fn section(file: &object::File<'_>, bytes: &SharedFile, name: &str) -> Found {
     let s = file.section_by_name(name)?;
     if s.kind() == SectionKind::UninitializedData {
         return None;
@@ -70,7 +72,7 @@ fn section(file: &object::File<'_>, name: &str) -> Found {
     let start = s.address();
     Some((
         start..start.saturating_add(data.len() as u64),
-        Arc::from(data),
+        Section::within(bytes, data),
     ))
 }
 
@@ -81,14 +83,16 @@ const MAX_DEBUG_FRAME: u64 = 256 << 20;
 /// `.debug_frame`, inflated when compressed: Debian's and Fedora's detached debug files
 /// (`libc6-dbg`, `*-dbgsym`) compress their debug sections (`SHF_COMPRESSED`, zlib or zstd).
 /// `None` when absent, empty, or not inflatable within [`MAX_DEBUG_FRAME`].
-fn debug_frame(file: &object::File<'_>) -> Option<Arc<[u8]>> {
+fn debug_frame(file: &object::File<'_>, bytes: &SharedFile) -> Option<Section> {
     let sec = file.section_by_name(".debug_frame")?;
     let c = sec.compressed_data().ok()?;
     let size = usize::try_from(c.uncompressed_size)
         .ok()
         .filter(|_| c.uncompressed_size <= MAX_DEBUG_FRAME)?;
     let data: Vec<u8> = match c.format {
-        object::CompressionFormat::None => c.data.to_vec(),
+        object::CompressionFormat::None => {
+            return (!c.data.is_empty()).then(|| Section::within(bytes, c.data));
+        }
         object::CompressionFormat::Zlib => {
             let mut out = Vec::new();
             out.try_reserve_exact(size).ok()?;
@@ -101,36 +105,49 @@ fn debug_frame(file: &object::File<'_>) -> Option<Arc<[u8]>> {
         object::CompressionFormat::Zstandard => zstd::bulk::decompress(c.data, size).ok()?,
         _ => return None,
     };
-    (!data.is_empty() && (c.format == object::CompressionFormat::None || data.len() == size))
-        .then(|| Arc::from(data))
+    (!data.is_empty() && data.len() == size).then(|| Section::from(data))
 }
 
 impl UnwindSections {
     /// Reads the unwind sections of `image` (the module as mapped on the board: its
     /// `.eh_frame` and `.eh_frame_hdr` are allocated, so they survive stripping) and, when
     /// given, `.debug_frame` from a separate debug file.
+    ///
+    /// Copies both: for tests and small in-memory images. [`UnwindSections::from_files`]
+    /// shares the caller's mapping instead.
     pub fn from_elf(image: &[u8], debug: Option<&[u8]>) -> Result<UnwindSections, Error> {
-        let file = object::File::parse(image)?;
+        let debug = debug.map(|d| Arc::new(d.to_vec()) as SharedFile);
+        Self::from_files(&(Arc::new(image.to_vec()) as SharedFile), debug.as_ref())
+    }
+
+    /// [`UnwindSections::from_elf`] over files the caller already holds (hostside's mapped
+    /// module files, shared with the symbolizer): every section is a range of them, nothing
+    /// is copied except a `.debug_frame` that had to be decompressed.
+    pub fn from_files(
+        image: &SharedFile,
+        debug: Option<&SharedFile>,
+    ) -> Result<UnwindSections, Error> {
+        let file = object::File::parse(file_bytes(image))?;
         let mut s = UnwindSections {
             entry: Some(file.entry()).filter(|&e| e != 0),
             ..Default::default()
         };
-        if let Some((r, d)) = section(&file, ".text") {
+        if let Some((r, d)) = section(&file, image, ".text") {
             s.text_svma = Some(r);
             s.text = Some(d);
         }
-        if let Some((r, d)) = section(&file, ".eh_frame") {
+        if let Some((r, d)) = section(&file, image, ".eh_frame") {
             s.eh_frame_svma = Some(r);
             s.eh_frame = Some(d);
         }
-        if let Some((r, d)) = section(&file, ".eh_frame_hdr") {
+        if let Some((r, d)) = section(&file, image, ".eh_frame_hdr") {
             s.eh_frame_hdr_svma = Some(r);
             s.eh_frame_hdr = Some(d);
         }
-        if let Some((r, d)) = section(&file, ".ARM.exidx") {
-            let (extab_svma, extab) = match section(&file, ".ARM.extab") {
+        if let Some((r, d)) = section(&file, image, ".ARM.exidx") {
+            let (extab_svma, extab) = match section(&file, image, ".ARM.extab") {
                 Some((er, ed)) => (er.start, ed),
-                None => (0, Arc::from(&[][..])),
+                None => (0, Section::from(Vec::new())),
             };
             s.arm_exidx = Some(Arc::new(crate::arch::arm::ExidxTable::new(
                 r.start,
@@ -140,14 +157,14 @@ impl UnwindSections {
                 !file.is_little_endian(),
             )));
         }
-        s.debug_frame = debug_frame(&file);
-        let dfile = debug.and_then(|d| object::File::parse(d).ok());
+        s.debug_frame = debug_frame(&file, image);
+        let dfile = debug.and_then(|d| Some((object::File::parse(file_bytes(d)).ok()?, d)));
         if s.debug_frame.is_none() {
-            s.debug_frame = dfile.as_ref().and_then(debug_frame);
+            s.debug_frame = dfile.as_ref().and_then(|(f, d)| debug_frame(f, d));
         }
         if file.architecture() == object::Architecture::Arm {
             let mut files = vec![&file];
-            files.extend(dfile.as_ref());
+            files.extend(dfile.as_ref().map(|(f, _)| f));
             s.arm_functions = crate::arch::arm::Functions::from_files(&files);
         }
         // Indexed CFI: the unwinders not built on framehop step through it, and the framehop
@@ -203,7 +220,7 @@ impl UnwindSections {
                     if !data.is_empty() {
                         let start = seg.address();
                         s.text_segment_svma = Some(start..start.saturating_add(data.len() as u64));
-                        s.text_segment = Some(Arc::from(data));
+                        s.text_segment = Some(Section::within(image, data));
                     }
                 }
             }

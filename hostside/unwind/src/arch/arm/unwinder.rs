@@ -233,7 +233,7 @@ mod tests {
             plt: std::iter::once(0x1000..0x1100).collect(),
             entry: Some(0x2001),
             text_segment_svma: Some(0x1000..0x4000),
-            text_segment: Some(Arc::from(code)),
+            text_segment: Some(code.into()),
             arm_functions: Functions::from_ranges(vec![(0x2200, 0x2300, true)]),
             ..Default::default()
         };
