@@ -16,6 +16,9 @@ export CROSSPROF_DIST="$PWD/dist"
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace --profile host
+# The fuzz crate (outside the workspace): formatted, linted, built, and each target run for a
+# fixed time from its seed corpus.
+scripts/fuzz.sh
 # The Yocto layer and Buildroot package: oelint-adv, Buildroot's style rules, and an offline
 # vendored build of rec for aarch64 as both build systems do it.
 tests/packaging/check.sh
