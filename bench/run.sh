@@ -9,6 +9,7 @@
 #   bench/run.sh board-stack-size [ARGS...]  the same coverage on the emulated ARM boards
 #   bench/run.sh realworld [ARGS...]   rec and hostside vs perf on sqlite3 and ripgrep
 #   bench/run.sh index [ARGS...]    the build-id index's first and cached runs on a large tree
+#   bench/run.sh off-cpu [ARGS...]  rec --off-cpu vs perf record -e sched:sched_switch
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -24,6 +25,7 @@ case "$what" in
         cargo build --locked --profile host -p crossprof-symbols --example index_tree
         python3 bench/build_id_index.py "$@"
         ;;
+    off-cpu) shift; python3 bench/off_cpu_overhead.py "$@" ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks

@@ -40,12 +40,15 @@ pub struct Request {
 impl Request {
     /// Data pages of one ring (a power of two, as the kernel requires).
     fn ring_pages(&self, page_size: usize) -> usize {
-        let bytes = match self.call_graph {
+        let mut bytes = match self.call_graph {
             CallGraph::Fp => RING_BYTES_FP,
             CallGraph::Dwarf(size) => {
                 RING_SAMPLES_STACK * (size as usize).saturating_add(STACK_RECORD_OVERHEAD)
             }
         };
+        if self.off_cpu {
+            bytes = bytes.max(off_cpu::MIN_MAIN_RING);
+        }
         bytes.div_ceil(page_size.max(1)).next_power_of_two().max(2)
     }
 

@@ -26,8 +26,13 @@ pub const EVENT_NAME: &str = "context-switches";
 /// second (measured in bench/RESULTS.md).
 pub const MAX_STACK: u32 = 8192;
 
-/// Ring bytes per CPU for blocking stacks: room for this many samples.
+/// Ring bytes per CPU for blocking stacks: room for this many samples, and at least
+/// [`MIN_MAIN_RING`].
 const RING_SAMPLES: usize = 200;
+/// The smallest ring per CPU for the main event when switches are recorded: a switch-heavy
+/// program (100,000 switches a second) writes two 32-byte switch records per switch, 6 MB a
+/// second; 1 MiB holds 160 ms of them, for the moments rec waits for a CPU.
+pub const MIN_MAIN_RING: usize = 1 << 20;
 /// A sample record besides its stack copy: header, ids, time, registers, kernel frames.
 const RECORD_OVERHEAD: usize = 512;
 
@@ -41,7 +46,8 @@ pub fn stack_bytes(call_graph: CallGraph) -> u32 {
 
 /// Data pages of one blocking-stack ring (a power of two, at least two).
 pub fn ring_pages(call_graph: CallGraph, page_size: usize) -> usize {
-    let bytes = RING_SAMPLES * (stack_bytes(call_graph) as usize + RECORD_OVERHEAD);
+    let bytes = (RING_SAMPLES * (stack_bytes(call_graph) as usize + RECORD_OVERHEAD))
+        .max(MIN_MAIN_RING);
     bytes.div_ceil(page_size.max(1)).next_power_of_two().max(2)
 }
 
@@ -104,7 +110,7 @@ mod tests {
         assert_eq!(stack_bytes(CallGraph::Dwarf(4096)), 4096);
         assert_eq!(stack_bytes(CallGraph::Fp), 0);
         assert_eq!(ring_pages(CallGraph::Dwarf(24576), 4096), 512);
-        assert_eq!(ring_pages(CallGraph::Fp, 4096), 32);
+        assert_eq!(ring_pages(CallGraph::Fp, 4096), 256);
         let a = attr(CallGraph::Dwarf(24576), true, 4096);
         assert_eq!(a.sample_stack_user, 8192);
         assert_eq!(a.sample_period_or_freq, 1);

@@ -98,8 +98,13 @@ impl Ring {
             scratch.clear();
             scratch.resize(size as usize, 0);
             self.copy(tail, scratch);
-            f(scratch);
             tail += size;
+            // The record is copied out: hand its space back before handling it, so the kernel
+            // can write on while a slow record (one that closes and compresses a frame) is
+            // handled.
+            fence(Ordering::Release);
+            self.tail().store(tail, Ordering::Release);
+            f(scratch);
         }
         fence(Ordering::Release);
         self.tail().store(tail, Ordering::Release);
