@@ -80,6 +80,11 @@ pub enum Command {
         /// Report heap allocations (recordings made with `rec --heap`).
         #[arg(long, conflicts_with = "off_cpu")]
         heap: bool,
+        /// Report the samples of this recorded event (`rec -e`) instead of the main one, e.g.
+        /// `minor-faults`: counts per function and, for fault events, the mappings (heap,
+        /// stack, anonymous memory, files) the faulting addresses fell in.
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["cpu", "heap", "off_cpu"])]
+        event: Option<String>,
         /// Report off-CPU time: where threads waited and for how long, and each thread's wall
         /// time on and off the CPU (recordings made with `rec --off-cpu`).
         #[arg(long)]
@@ -108,6 +113,9 @@ pub enum Command {
         /// Draw a heap flame graph of this quantity instead of CPU samples.
         #[arg(long, value_enum, value_name = "WHAT")]
         heap: Option<HeapGraph>,
+        /// Draw the samples of this recorded event (`rec -e`) instead of the main one.
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["heap", "off_cpu"])]
+        event: Option<String>,
         /// Draw off-CPU time (where threads waited, weighted by nanoseconds) instead of CPU
         /// samples (recordings made with `rec --off-cpu`).
         #[arg(long, conflicts_with = "heap")]

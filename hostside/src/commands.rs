@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
+use crate::analysis::events;
 use crate::analysis::heap::{self, HeapMetric, HeapOptions};
 use crate::analysis::off_cpu_profile;
 use crate::cli::{Cli, Command, HeapGraph};
@@ -47,6 +48,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             cpu,
             heap,
             off_cpu,
+            event,
             top,
             json,
             fail_on_leak,
@@ -60,16 +62,27 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
             }
             let waits = (l.has_switches && (json || off_cpu)).then(|| off_cpu_profile::analyze(&l));
+            let chosen = event
+                .as_deref()
+                .map(|e| events::analyze(&l, e))
+                .transpose()?;
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && l.has_heap && l.cpu.samples == 0);
             let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
             let ctx = l.context(profile.as_ref());
             let mut out = io::stdout().lock();
             if json {
-                let mut report = json::report(&ctx, &l.cpu, profile.as_ref(), top);
+                let cpu = chosen.as_ref().map_or(&l.cpu, |e| &e.cpu);
+                let mut report = json::report(&ctx, cpu, profile.as_ref(), top);
+                if let (Some(e), Some(c)) = (&chosen, report.cpu.as_mut()) {
+                    c.event = e.name.clone();
+                    c.mappings = Some(e.mappings.iter().map(json::MappingJson::from).collect());
+                }
                 report.off_cpu = waits.as_ref().map(|w| off_cpu_text::json(w, top));
                 serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;
+            } else if let Some(e) = &chosen {
+                o::event::report(&mut out, &ctx, e, top)?;
             } else if let (true, Some(w)) = (off_cpu, &waits) {
                 off_cpu_text::report(&mut out, &ctx, w, top)?;
             } else if let (true, Some(p)) = (heap_text, &profile) {
@@ -91,12 +104,21 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             symbols,
             heap,
             off_cpu,
+            event,
             output,
         } => {
             let l = load_checked(&file, &symbols.lookup())?;
             let command = l.recording.header().command.join(" ");
             let names = l.processes.final_names();
             let (folded, title, unit) = match heap {
+                None if event.is_some() => {
+                    let e = events::analyze(&l, event.as_deref().unwrap_or_default())?;
+                    (
+                        folded::cpu(&e.cpu, &names),
+                        format!("{}: {command}", e.name),
+                        "events",
+                    )
+                }
                 None if off_cpu => {
                     require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
                     let w = off_cpu_profile::analyze(&l);

@@ -285,7 +285,14 @@ fn unprivileged_recording_has_approximate_stacks_and_exact_times() {
         "waiter: {:#}",
         r["off_cpu"]
     );
-    assert_eq!(total_ns(&r, "nap"), 0, "no blocking stacks without rights");
+    // Most waits are charged to burn(), where the thread ran last before each nap: the leaf
+    // is where it ran, not where it blocked.
+    assert!(
+        total_ns(&r, "burn") * 2 >= main_off,
+        "burn {} of {main_off} ns: {:#}",
+        total_ns(&r, "burn"),
+        r["off_cpu"]
+    );
     assert!(wall > 0);
     let text = hostside_ok(&[
         "report",

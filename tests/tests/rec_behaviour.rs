@@ -81,6 +81,9 @@ fn help_documents_every_flag() {
         "--call-graph",
         "--flush-ms",
         "--duration",
+        "--off-cpu",
+        "--event",
+        "minor-faults",
         "-p",
         "hostside report",
     ] {

@@ -2,6 +2,7 @@
 
 pub mod cpu;
 pub mod diff;
+pub mod events;
 pub mod heap;
 pub mod off_cpu;
 pub mod off_cpu_profile;

@@ -41,6 +41,8 @@ pub fn report(
             .collect(),
         diagnostics: ctx.diagnostics.clone(),
         cpu: Some(CpuJson {
+            event: h.event.clone(),
+            mappings: None,
             samples: cpu.samples,
             unsymbolized_frames: cpu.unsymbolized_frames,
             stack_unwinding: (cpu.unwind.total() > 0).then_some(cpu.unwind),
@@ -133,6 +135,9 @@ pub struct ModuleJson {
 /// The `cpu` section.
 #[derive(Serialize)]
 pub struct CpuJson {
+    /// The event these samples are of (`cpu-clock` unless `report --event` chose another;
+    /// for fault events `self` and `total` count faults).
+    pub event: String,
     /// Samples in the recording.
     pub samples: u64,
     /// Frames (per sample) no symbol covered.
@@ -144,6 +149,40 @@ pub struct CpuJson {
     /// How stack-copy samples unwound (`rec --call-graph dwarf`); absent for fp recordings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stack_unwinding: Option<crate::unwinding::UnwindStats>,
+    /// For events with a data address (faults): the mappings the addresses fell in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mappings: Option<Vec<MappingJson>>,
+}
+
+/// Where a fault event's addresses fell.
+#[derive(Serialize)]
+pub struct MappingJson {
+    /// Process id.
+    pub pid: u32,
+    /// `heap`, `stack`, `anonymous`, `file`, `special` or `unmapped`.
+    pub kind: String,
+    /// The mapping's path as the board named it (`[heap]`, `//anon`, a file path).
+    pub name: String,
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// Events whose address fell in it.
+    pub count: u64,
+}
+
+impl MappingJson {
+    /// The JSON row of `m`.
+    pub fn from(m: &crate::analysis::events::MappingHits) -> MappingJson {
+        MappingJson {
+            pid: m.pid,
+            kind: m.kind.to_string(),
+            name: m.name.clone(),
+            start: m.start,
+            end: m.end,
+            count: m.count,
+        }
+    }
 }
 
 /// One function.

@@ -3,6 +3,7 @@
 
 pub mod context;
 pub mod diff;
+pub mod event;
 pub mod export;
 pub mod flame;
 pub mod folded;

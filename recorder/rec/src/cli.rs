@@ -4,6 +4,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::perf::kind::{self, Kind};
+
 /// The help text. Hand-written, because rec uses a minimal parser to stay small.
 pub const HELP: &str = "\
 rec: record CPU samples on this board for analysis elsewhere with `hostside`.
@@ -15,6 +17,13 @@ Usage:
 Options:
   -o, --out FILE        recording to write [default: crossprof.zst]
   -F, --freq HZ         samples per second per thread [default: 999]
+  -e, --event LIST      what to sample, comma-separated, the first drives the recording
+                        [default: cpu-clock]: cpu-clock, task-clock (timers, at --freq);
+                        page-faults, minor-faults, major-faults (every fault, with the
+                        faulting address: the report names the mapping it falls in);
+                        context-switches (every switch; needs perf_event_paranoid <= 1);
+                        cycles, instructions, cache-misses, branch-misses (where the
+                        board has a hardware PMU)
       --call-graph MODE how call stacks are captured [default: dwarf]
                           fp           frame-pointer chains walked by the kernel: cheap,
                                        complete only for code built with
@@ -153,6 +162,8 @@ pub struct Options {
     pub cpu: bool,
     /// Record context switches and blocking stacks (`--off-cpu`).
     pub off_cpu: bool,
+    /// The events to sample (`-e`), the main one first.
+    pub events: Vec<Kind>,
 }
 
 /// What the command line asks for.
@@ -177,6 +188,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut heap = false;
     let mut cpu = true;
     let mut off_cpu = false;
+    let mut events = vec![Kind::CpuClock];
     let err = |e: lexopt::Error| e.to_string();
     while let Some(arg) = p.next().map_err(err)? {
         match arg {
@@ -209,6 +221,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             Long("heap") => heap = true,
             Long("no-cpu") => cpu = false,
             Long("off-cpu") => off_cpu = true,
+            Short('e') | Long("event") => {
+                events = kind::parse_list(&p.value().map_err(err)?.string().map_err(err)?)?;
+            }
             Short('p') | Long("pid") => {
                 pid = Some(p.value().map_err(err)?.parse::<u32>().map_err(err)?)
             }
@@ -237,6 +252,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if heap && matches!(target, Target::Attach(_)) {
         return Err("--heap cannot attach to a running process (-p): the heap library must be preloaded at start; launch the COMMAND under rec --heap".into());
     }
+    if off_cpu && events.contains(&Kind::ContextSwitches) {
+        return Err(
+            "--off-cpu samples context switches itself: leave context-switches out of -e".into(),
+        );
+    }
     if !heap && !cpu && !off_cpu {
         return Err("--no-cpu leaves nothing to record: add --heap or --off-cpu".into());
     }
@@ -250,6 +270,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         heap,
         cpu,
         off_cpu,
+        events,
     }))
 }
 
@@ -319,6 +340,15 @@ mod tests {
             .unwrap_err()
             .contains("cannot attach"));
         assert!(run(&["--no-cpu", "./app"]).is_err());
+    }
+
+    #[test]
+    fn event_lists() {
+        assert_eq!(run(&["./app"]).unwrap().events, vec![Kind::CpuClock]);
+        let o = run(&["-e", "minor-faults,cpu-clock", "./app"]).unwrap();
+        assert_eq!(o.events, vec![Kind::MinorFaults, Kind::CpuClock]);
+        assert!(run(&["-e", "bogus", "./app"]).is_err());
+        assert!(run(&["--off-cpu", "-e", "cs", "./app"]).is_err());
     }
 
     #[test]

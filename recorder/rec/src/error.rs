@@ -14,6 +14,10 @@ pub enum RecError {
     Paranoid(Option<i32>),
     /// The kernel has no perf events.
     NoPerf(io::Error),
+    /// A hardware event was asked for and the board has no PMU the kernel can sample.
+    NoPmu(&'static str, io::Error),
+    /// An event the kernel only samples with kernel profiling rights.
+    NeedsKernel(&'static str, Option<i32>),
     /// The output file cannot be written.
     Output(String, io::Error),
     /// Writing stopped during the recording (e.g. a full disk); the file is valid up to there.
@@ -43,6 +47,17 @@ impl fmt::Display for RecError {
                 f,
                 "this kernel cannot sample ({e}): it needs CONFIG_PERF_EVENTS"
             ),
+            RecError::NoPmu(name, e) => write!(
+                f,
+                "-e {name}: this board has no hardware PMU the kernel can sample ({e}); use -e cpu-clock or task-clock for CPU time, and page-faults, minor-faults, major-faults or context-switches, which need none"
+            ),
+            RecError::NeedsKernel(name, level) => {
+                let now = level.map_or("unknown".to_string(), |l| l.to_string());
+                write!(
+                    f,
+                    "-e {name}: the kernel only samples it with kernel profiling rights (kernel.perf_event_paranoid is {now}): run rec as root or `sysctl -w kernel.perf_event_paranoid=1`; for off-CPU time use --off-cpu, which works without them"
+                )
+            }
             RecError::Output(p, e) => write!(f, "cannot write {p}: {e}"),
             RecError::WriteFailed(p, e) => write!(
                 f,

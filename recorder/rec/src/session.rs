@@ -22,7 +22,7 @@ use crate::heap::{self, Heap, MapsSource};
 use crate::identity::Identities;
 use crate::launch;
 use crate::perf::events::{self, Events};
-use crate::perf::{off_cpu, parse};
+use crate::perf::parse;
 use crate::procfs;
 use crate::signals;
 
@@ -165,10 +165,15 @@ impl heap::Emit for Output {
     }
 }
 
-fn header(opts: &Options, kernel: bool, blocking_stacks: bool) -> Header {
+fn header(opts: &Options, kernel: bool, events: &Events) -> Header {
+    let blocking_stacks = events.blocking_stacks;
     let (kernel_release, hostname) = procfs::uname();
     let arch = Arch::native();
-    let main_event = if opts.cpu { "cpu-clock" } else { "none" };
+    let main_event = events
+        .names
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "none".into());
     let command = match &opts.target {
         Target::Launch(c) => c.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         Target::Attach(pid) => vec!["-p".into(), pid.to_string()],
@@ -192,12 +197,8 @@ fn header(opts: &Options, kernel: bool, blocking_stacks: bool) -> Header {
             format!("{} (user only)", opts.call_graph.name())
         },
         rec_version: env!("CARGO_PKG_VERSION").into(),
-        event: main_event.into(),
-        events: if blocking_stacks {
-            vec![main_event.into(), off_cpu::EVENT_NAME.into()]
-        } else {
-            vec![main_event.into()]
-        },
+        event: main_event,
+        events: events.names.clone(),
         off_cpu: match (opts.off_cpu, blocking_stacks) {
             (false, _) => "",
             (true, true) => "exact",
@@ -330,6 +331,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         call_graph: opts.call_graph,
         cpu: opts.cpu,
         off_cpu: opts.off_cpu,
+        events: opts.events.clone(),
     };
     let mut heap = match (&opts.target, opts.heap) {
         (Target::Launch(cmd), true) => Some(prepare_heap(cmd)?),
@@ -369,7 +371,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         }
     };
     let kernel = events.settings.kernel;
-    let writer = FrameWriter::new(file, &header(opts, kernel, events.blocking_stacks))
+    let writer = FrameWriter::new(file, &header(opts, kernel, &events))
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
     let mut out = Output {
         writer: Some(writer),

@@ -66,6 +66,41 @@ mod tests {
     }
 
     #[test]
+    fn fault_addresses_survive_with_and_without_stack_copies() {
+        let s = Sample {
+            time: 5,
+            pid: 1,
+            tid: 1,
+            period: 1,
+            regs_mask: 0b1,
+            regs: vec![0x7ffc_0000],
+            stack: vec![1, 2, 3],
+            addr: 0x7f00_1234_5000,
+            ..Default::default()
+        };
+        let r = Record::Sample(s.clone());
+        assert_eq!(round_trip(&r), r);
+        let mut buf = Vec::new();
+        r.encode(&mut buf);
+        let mut d = Dec::new(&buf[1..]);
+        let payload = d.bytes().unwrap();
+        let opts = crate::DecodeOptions {
+            sample_stacks: false,
+            heap_events: false,
+        };
+        let Record::Sample(m) = Record::decode_with(tag::SAMPLE, payload, opts).unwrap() else {
+            panic!("not a sample")
+        };
+        assert_eq!((m.addr, m.stack.len(), m.regs.len()), (s.addr, 0, 0));
+        // Without an address the sample is laid out as before the field existed.
+        let plain = Record::Sample(Sample { addr: 0, ..s });
+        let mut old = Vec::new();
+        plain.encode(&mut old);
+        assert!(old.len() < buf.len());
+        assert_eq!(round_trip(&plain), plain);
+    }
+
+    #[test]
     fn headers_keep_their_event_list_and_older_headers_still_decode() {
         let h = Header {
             event: "cpu-clock".into(),

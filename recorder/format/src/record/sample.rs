@@ -30,6 +30,9 @@ pub struct Sample {
     /// kernel reported as in use (`dyn_size`), never the padding. Empty unless
     /// `--call-graph dwarf`.
     pub stack: Vec<u8>,
+    /// The data address the event names: the faulting address of a page-fault event. 0 for
+    /// other events (and in files written before it existed).
+    pub addr: u64,
 }
 
 impl Sample {
@@ -44,6 +47,9 @@ impl Sample {
         e.u64(self.regs_mask);
         e.u64s(&self.regs);
         e.bytes(&self.stack);
+        if self.addr != 0 {
+            e.u64(self.addr);
+        }
     }
 
     /// Decodes a sample; its registers and stack copy only when `stacks` is set.
@@ -59,10 +65,17 @@ impl Sample {
             ..Default::default()
         };
         // Stack-copy fields were appended to the record; older files end before them.
-        if d.remaining() > 0 && stacks {
-            s.regs_mask = d.u64()?;
-            s.regs = d.u64s()?;
-            s.stack = d.bytes()?.to_vec();
+        if d.remaining() > 0 {
+            let (mask, regs, stack) = (d.u64()?, d.u64s()?, d.bytes()?);
+            if stacks {
+                s.regs_mask = mask;
+                s.regs = regs;
+                s.stack = stack.to_vec();
+            }
+        }
+        // The data address was appended after the stack copy.
+        if d.remaining() > 0 {
+            s.addr = d.u64()?;
         }
         Ok(s)
     }

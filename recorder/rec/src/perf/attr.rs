@@ -29,6 +29,8 @@ pub mod sample {
     pub const TID: u64 = 1 << 1;
     /// Timestamp.
     pub const TIME: u64 = 1 << 2;
+    /// The data address (the faulting address of fault events).
+    pub const ADDR: u64 = 1 << 3;
     /// Call chain.
     pub const CALLCHAIN: u64 = 1 << 5;
     /// CPU number.
@@ -63,6 +65,8 @@ pub mod flag {
     pub const TASK: u64 = 1 << 13;
     /// Wake up by byte watermark rather than event count.
     pub const WATERMARK: u64 = 1 << 14;
+    /// Emit MMAP records for data (non-executable) mappings too.
+    pub const MMAP_DATA: u64 = 1 << 17;
     /// Append pid/tid/time/cpu to every non-sample record.
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
     /// Do not count in guests.

@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::attr::{self, flag, sample, PerfEventAttr};
+use super::kind::{self, Kind, Secondary};
 use super::off_cpu;
 use super::regs;
 use super::ring::Ring;
@@ -24,8 +25,10 @@ const RING_SAMPLES_STACK: usize = 120;
 const STACK_RECORD_OVERHEAD: usize = 512;
 
 /// What to sample.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Request {
+    /// The events to sample (`-e`), the main one first.
+    pub events: Vec<Kind>,
     /// Samples per second per thread.
     pub freq: u32,
     /// How call stacks are captured.
@@ -52,15 +55,16 @@ impl Request {
         bytes.div_ceil(page_size.max(1)).next_power_of_two().max(2)
     }
 
-    /// How the sample records of these events are laid out, for the decoder.
+    /// The main event (the first of `-e`).
+    pub fn main(&self) -> Kind {
+        self.events.first().copied().unwrap_or(Kind::CpuClock)
+    }
+
+    /// How the sample records of the main event are laid out, for the decoder.
     pub fn layout(&self) -> super::parse::Layout {
-        match self.call_graph {
-            CallGraph::Fp => super::parse::Layout::default(),
-            CallGraph::Dwarf(_) => super::parse::Layout {
-                regs_mask: regs::USER_MASK,
-                stack: true,
-            },
-        }
+        let mut l = kind::layout(self.main(), self.call_graph);
+        l.addr &= self.cpu;
+        l
     }
 }
 
@@ -90,6 +94,8 @@ pub struct Events {
     pub kinds: Vec<RingKind>,
     /// Blocking stacks are sampled (`--off-cpu` where the kernel allows it).
     pub blocking_stacks: bool,
+    /// The sampled events' names, as the header lists them: [`RingKind::event`] indexes it.
+    pub names: Vec<String>,
     /// Every event descriptor (ring owners first).
     pub fds: Vec<OwnedFd>,
     /// What the kernel allowed.
@@ -103,6 +109,7 @@ impl Events {
             rings: Vec::new(),
             kinds: Vec::new(),
             blocking_stacks: false,
+            names: Vec::new(),
             fds: Vec::new(),
             settings: Settings {
                 kernel: false,
@@ -134,21 +141,31 @@ fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> Per
     if s.build_id {
         flags |= flag::BUILD_ID;
     }
-    if req.cpu {
+    let main = req.main();
+    if req.cpu && !main.every_event() {
         flags |= flag::FREQ;
+    }
+    // Fault addresses are told apart by the mapping they fall in: heap, stack, a file.
+    if req.cpu && req.events.iter().any(|k| k.is_fault()) {
+        flags |= flag::MMAP_DATA;
     }
     if req.off_cpu {
         flags |= flag::CONTEXT_SWITCH;
     }
+    let (type_, config) = if req.cpu {
+        main.type_config()
+    } else {
+        (attr::TYPE_SOFTWARE, attr::SW_DUMMY)
+    };
     let mut a = PerfEventAttr {
-        type_: attr::TYPE_SOFTWARE,
+        type_,
         size: attr::ATTR_SIZE,
-        config: if req.cpu {
-            attr::SW_CPU_CLOCK
+        config,
+        sample_period_or_freq: if req.cpu && !main.every_event() {
+            req.freq.into()
         } else {
-            attr::SW_DUMMY
+            1
         },
-        sample_period_or_freq: if req.cpu { req.freq.into() } else { 1 },
         sample_type: sample::IP
             | sample::TID
             | sample::TIME
@@ -160,6 +177,9 @@ fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> Per
         clockid: libc::CLOCK_MONOTONIC,
         ..Default::default()
     };
+    if req.cpu && main.is_fault() {
+        a.sample_type |= sample::ADDR;
+    }
     if let (CallGraph::Dwarf(bytes), true) = (req.call_graph, req.cpu) {
         // Kernel frames still come from the kernel's own walk; user frames from the copy.
         a.sample_type |= sample::REGS_USER | sample::STACK_USER;
@@ -206,7 +226,15 @@ fn open_adaptive(
     }
 }
 
-fn classify(e: io::Error, pid: u32) -> RecError {
+fn classify(e: io::Error, pid: u32, kind: Option<Kind>) -> RecError {
+    if let Some(k) = kind.filter(|k| k.is_hardware()) {
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
+        ) {
+            return RecError::NoPmu(k.name(), e);
+        }
+    }
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => RecError::Paranoid(procfs::perf_event_paranoid()),
         Some(libc::ESRCH) => RecError::NoSuchProcess(pid),
@@ -274,7 +302,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
                 Ok(fd) => fd,
                 // A thread that ended while we attached is not an error.
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
-                Err(e) => return Err(classify(e, pid)),
+                Err(e) => return Err(classify(e, pid, req.cpu.then(|| req.main()))),
             };
             let pages = req.ring_pages(page_size);
             share_ring(
@@ -290,23 +318,54 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
         }
     }
     let settings = settings.ok_or(RecError::NoSuchProcess(pid))?;
+    let mut names = vec![if req.cpu { req.main().name() } else { "none" }.to_string()];
+    let mut secondaries = Vec::new();
+    let uses_context_switches = req.cpu && req.events.contains(&Kind::ContextSwitches);
+    if uses_context_switches && !settings.kernel {
+        // The kernel drops context-switch samples of events that exclude it.
+        return Err(RecError::NeedsKernel(
+            Kind::ContextSwitches.name(),
+            procfs::perf_event_paranoid(),
+        ));
+    }
+    if req.cpu {
+        let stack_bytes = match req.call_graph {
+            CallGraph::Dwarf(n) => n,
+            CallGraph::Fp => 0,
+        };
+        for &k in req.events.iter().skip(1) {
+            secondaries.push(Secondary {
+                kind: k,
+                freq: req.freq,
+                call_graph: req.call_graph,
+                stack_bytes,
+                on_exec,
+                kernel: settings.kernel,
+                ring_bytes: req.ring_pages(page_size) * page_size,
+            });
+        }
+    }
     // Blocking stacks need kernel profiling rights; without them the kernel would open the
     // event and silently drop every sample.
     let blocking_stacks = req.off_cpu && settings.kernel;
     if blocking_stacks {
-        let attr = off_cpu::attr(req.call_graph, on_exec, page_size);
+        secondaries.push(off_cpu::secondary(req.call_graph, on_exec, page_size));
+    }
+    for sec in secondaries {
+        let attr = sec.attr();
         let kind = RingKind {
-            event: off_cpu::EVENT_INDEX,
-            layout: off_cpu::layout(req.call_graph),
+            event: names.len() as u32,
+            layout: kind::layout(sec.kind, sec.call_graph),
         };
-        let pages = off_cpu::ring_pages(req.call_graph, page_size);
+        names.push(sec.kind.name().to_string());
+        let pages = sec.ring_bytes / page_size.max(1);
         for &cpu in &cpus {
             let mut leader: Option<usize> = None;
             for &tid in tids {
                 let fd = match attr::open(&attr, tid as i32, cpu as i32) {
                     Ok(fd) => fd,
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
-                    Err(e) => return Err(classify(e, pid)),
+                    Err(e) => return Err(classify(e, pid, Some(sec.kind))),
                 };
                 share_ring(
                     fd,
@@ -326,6 +385,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
         rings,
         kinds,
         blocking_stacks,
+        names,
         fds,
         settings,
     })
@@ -368,6 +428,7 @@ fn share_ring(
 mod tests {
     use super::Request;
     use crate::cli::CallGraph;
+    use crate::perf::kind::Kind;
 
     fn req(call_graph: CallGraph) -> Request {
         Request {
@@ -375,6 +436,7 @@ mod tests {
             call_graph,
             cpu: true,
             off_cpu: false,
+            events: vec![Kind::CpuClock],
         }
     }
 

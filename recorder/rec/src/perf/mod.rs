@@ -3,6 +3,7 @@
 
 pub mod attr;
 pub mod events;
+pub mod kind;
 pub mod off_cpu;
 pub mod parse;
 pub mod regs;

@@ -11,14 +11,8 @@
 //!   exclude the kernel, so it is only opened where kernel profiling is allowed; elsewhere
 //!   the host falls back to the thread's last CPU sample and says so.
 
-use super::attr::{self, flag, sample, PerfEventAttr};
-use super::regs;
+use super::kind::{Kind, Secondary};
 use crate::cli::CallGraph;
-
-/// Index of the `context-switches` event in the header's event list (0 is the main event).
-pub const EVENT_INDEX: u32 = 1;
-/// Its name in the header's event list.
-pub const EVENT_NAME: &str = "context-switches";
 
 /// Stack bytes copied per blocking stack: a thread blocks in a system call wrapper, so the
 /// stack above it is the caller's. At most the main samples' size; capped at perf's default
@@ -46,58 +40,23 @@ pub fn stack_bytes(call_graph: CallGraph) -> u32 {
 
 /// Data pages of one blocking-stack ring (a power of two, at least two).
 pub fn ring_pages(call_graph: CallGraph, page_size: usize) -> usize {
-    let bytes = (RING_SAMPLES * (stack_bytes(call_graph) as usize + RECORD_OVERHEAD))
-        .max(MIN_MAIN_RING);
+    let bytes =
+        (RING_SAMPLES * (stack_bytes(call_graph) as usize + RECORD_OVERHEAD)).max(MIN_MAIN_RING);
     bytes.div_ceil(page_size.max(1)).next_power_of_two().max(2)
-}
-
-/// How blocking-stack samples are laid out, for the decoder.
-pub fn layout(call_graph: CallGraph) -> super::parse::Layout {
-    match call_graph {
-        CallGraph::Fp => super::parse::Layout::default(),
-        CallGraph::Dwarf(_) => super::parse::Layout {
-            regs_mask: regs::USER_MASK,
-            stack: true,
-        },
-    }
 }
 
 /// The `context-switches` sampling event. It reports no side-band records (the main event
 /// does), and the same sample fields as the main event so one decoder reads both.
-pub fn attr(call_graph: CallGraph, on_exec: bool, page_size: usize) -> PerfEventAttr {
-    let pages = ring_pages(call_graph, page_size);
-    let mut flags = flag::INHERIT
-        | flag::SAMPLE_ID_ALL
-        | flag::USE_CLOCKID
-        | flag::EXCLUDE_HV
-        | flag::EXCLUDE_GUEST
-        | flag::WATERMARK;
-    if on_exec {
-        flags |= flag::DISABLED | flag::ENABLE_ON_EXEC;
+pub fn secondary(call_graph: CallGraph, on_exec: bool, page_size: usize) -> Secondary {
+    Secondary {
+        kind: Kind::ContextSwitches,
+        freq: 0,
+        call_graph,
+        stack_bytes: stack_bytes(call_graph),
+        on_exec,
+        kernel: true,
+        ring_bytes: ring_pages(call_graph, page_size) * page_size,
     }
-    let mut a = PerfEventAttr {
-        type_: attr::TYPE_SOFTWARE,
-        size: attr::ATTR_SIZE,
-        config: attr::SW_CONTEXT_SWITCHES,
-        sample_period_or_freq: 1,
-        sample_type: sample::IP
-            | sample::TID
-            | sample::TIME
-            | sample::CPU
-            | sample::PERIOD
-            | sample::CALLCHAIN,
-        flags,
-        wakeup_watermark: (pages * page_size / 4) as u32,
-        clockid: libc::CLOCK_MONOTONIC,
-        ..Default::default()
-    };
-    if let CallGraph::Dwarf(_) = call_graph {
-        a.sample_type |= sample::REGS_USER | sample::STACK_USER;
-        a.sample_regs_user = regs::USER_MASK;
-        a.sample_stack_user = stack_bytes(call_graph);
-        a.flags |= flag::EXCLUDE_CALLCHAIN_USER;
-    }
-    a
 }
 
 #[cfg(test)]
@@ -111,9 +70,11 @@ mod tests {
         assert_eq!(stack_bytes(CallGraph::Fp), 0);
         assert_eq!(ring_pages(CallGraph::Dwarf(24576), 4096), 512);
         assert_eq!(ring_pages(CallGraph::Fp, 4096), 256);
-        let a = attr(CallGraph::Dwarf(24576), true, 4096);
+        use crate::perf::attr::flag;
+        let a = secondary(CallGraph::Dwarf(24576), true, 4096).attr();
         assert_eq!(a.sample_stack_user, 8192);
         assert_eq!(a.sample_period_or_freq, 1);
+        assert_eq!(a.config, 3);
         assert_eq!(a.flags & flag::FREQ, 0);
         assert_eq!(a.flags & (flag::MMAP | flag::COMM | flag::TASK), 0);
     }

@@ -82,6 +82,8 @@ pub struct Layout {
     pub regs_mask: u64,
     /// Whether samples carry a user stack copy.
     pub stack: bool,
+    /// Whether samples carry a data address (fault events).
+    pub addr: bool,
 }
 
 /// Whether `raw` is of a record type [`decode`] handles: such a record that does not decode
@@ -118,6 +120,7 @@ pub fn decode(raw: &[u8], layout: Layout) -> Option<Record> {
             let pid = c.u32()?;
             let tid = c.u32()?;
             let time = c.u64()?;
+            let addr = if layout.addr { c.u64()? } else { 0 };
             let cpu = c.u32()?;
             let _res = c.u32()?;
             let period = c.u64()?;
@@ -165,6 +168,7 @@ pub fn decode(raw: &[u8], layout: Layout) -> Option<Record> {
                 regs_mask,
                 regs,
                 stack,
+                addr,
             }))
         }
         RECORD_MMAP2 => {
@@ -316,6 +320,7 @@ mod tests {
         let layout = Layout {
             regs_mask: 0b111,
             stack: true,
+            addr: false,
         };
         let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b), layout) else {
             panic!("not a sample")

@@ -1,0 +1,191 @@
+//! The profile of one recorded event (`report --event NAME`): the main event's samples or a
+//! secondary event's, symbolized like CPU samples, and for fault events the mapping each
+//! faulting address fell in: the heap, a thread's stack, anonymous memory, or a file.
+//!
+//! Data mappings come from the recording's MMAP records (rec asks for them when it records a
+//! fault event); an address in none of them (memory mapped before the recording started and
+//! never reported) is counted as `unmapped`.
+
+use std::collections::HashMap;
+
+use anyhow::{bail, Result};
+use crossprof_format::{Record, Sample};
+
+use crate::analysis::cpu::{self, CpuProfile};
+use crate::pipeline::Loaded;
+use crate::unwinding::StackUnwinder;
+
+/// Where a group of event addresses fell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappingHits {
+    /// Process id.
+    pub pid: u32,
+    /// What the mapping is: `heap`, `stack`, `anonymous`, `file`, `special` (the vDSO and
+    /// other kernel-named regions) or `unmapped`.
+    pub kind: &'static str,
+    /// The mapping's path as the board named it (`[heap]`, `//anon`, a file), empty when
+    /// unmapped.
+    pub name: String,
+    /// First address of the mapping (0 when unmapped).
+    pub start: u64,
+    /// One past its last address (0 when unmapped).
+    pub end: u64,
+    /// Events whose address fell in it.
+    pub count: u64,
+}
+
+/// One event's profile.
+pub struct EventProfile {
+    /// The event's name.
+    pub name: String,
+    /// Its samples, symbolized; counts are samples (events, for period-1 events).
+    pub cpu: CpuProfile,
+    /// For events with addresses: where they fell, most first. Empty otherwise.
+    pub mappings: Vec<MappingHits>,
+}
+
+/// A data mapping seen in the recording.
+struct DataMap {
+    time: u64,
+    start: u64,
+    end: u64,
+    path: String,
+}
+
+fn kind_of(path: &str) -> &'static str {
+    match path {
+        "[heap]" => "heap",
+        p if p.starts_with("[stack") => "stack",
+        "" => "anonymous",
+        p if p.starts_with("//anon") || p.starts_with("/dev/zero") || p.starts_with("[anon") => {
+            "anonymous"
+        }
+        p if p.starts_with('[') => "special",
+        _ => "file",
+    }
+}
+
+/// The events a recording sampled, main first.
+pub fn recorded_events(l: &Loaded) -> Vec<String> {
+    let h = l.recording.header();
+    if h.events.is_empty() {
+        vec![h.event.clone()]
+    } else {
+        h.events.clone()
+    }
+}
+
+/// Builds the profile of the event called `name`.
+pub fn analyze(l: &Loaded, name: &str) -> Result<EventProfile> {
+    let events = recorded_events(l);
+    let Some(index) = events.iter().position(|e| e == name) else {
+        bail!(
+            "{} holds no {name} samples; it recorded: {} (record with `rec -e {name}`)",
+            l.recording.path().display(),
+            events.join(", ")
+        );
+    };
+    let index = index as u32;
+    // Every mapping, data ones included, per process, in time order.
+    let mut maps: HashMap<u32, Vec<DataMap>> = HashMap::new();
+    l.recording.for_each_metadata(|r| {
+        if let Record::Mmap(m) = r {
+            maps.entry(m.pid).or_default().push(DataMap {
+                time: m.time,
+                start: m.start,
+                end: m.start.saturating_add(m.len),
+                path: m.path,
+            });
+        }
+    });
+    for v in maps.values_mut() {
+        v.sort_by_key(|m| m.time);
+    }
+    let mut hits: HashMap<(u32, usize), u64> = HashMap::new();
+    let mut unmapped: HashMap<u32, u64> = HashMap::new();
+    let header = l.recording.header();
+    let mut unwinder = StackUnwinder::new(&l.processes, &l.resolver, l.arch, header.big_endian);
+    let mut place = |s: &Sample| {
+        if s.addr == 0 {
+            return;
+        }
+        // The latest mapping made before the event that holds the address.
+        let found = maps.get(&s.pid).and_then(|v| {
+            v.iter()
+                .enumerate()
+                .rev()
+                .find(|(_, m)| m.time <= s.time && m.start <= s.addr && s.addr < m.end)
+                .map(|(i, _)| i)
+        });
+        match found {
+            Some(i) => *hits.entry((s.pid, i)).or_default() += 1,
+            None => *unmapped.entry(s.pid).or_default() += 1,
+        }
+    };
+    let cpu = cpu::analyze_weighted(
+        &mut |f| {
+            l.recording.for_each(|r| {
+                let s = match r {
+                    Record::Sample(s) if index == 0 => s,
+                    Record::EventSample(e) if e.event == index => e.sample,
+                    _ => return,
+                };
+                place(&s);
+                f(Record::Sample(s));
+            });
+        },
+        &l.processes,
+        &l.resolver,
+        &mut unwinder,
+        false,
+    );
+    let mut mappings: Vec<MappingHits> = hits
+        .into_iter()
+        .filter_map(|((pid, i), count)| {
+            let m = maps.get(&pid)?.get(i)?;
+            Some(MappingHits {
+                pid,
+                kind: kind_of(&m.path),
+                name: m.path.clone(),
+                start: m.start,
+                end: m.end,
+                count,
+            })
+        })
+        .collect();
+    mappings.extend(unmapped.into_iter().map(|(pid, count)| MappingHits {
+        pid,
+        kind: "unmapped",
+        name: String::new(),
+        start: 0,
+        end: 0,
+        count,
+    }));
+    mappings.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.pid.cmp(&b.pid))
+            .then(a.start.cmp(&b.start))
+    });
+    Ok(EventProfile {
+        name: name.to_string(),
+        cpu,
+        mappings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kind_of;
+
+    #[test]
+    fn mappings_are_named_by_what_they_hold() {
+        assert_eq!(kind_of("[heap]"), "heap");
+        assert_eq!(kind_of("[stack]"), "stack");
+        assert_eq!(kind_of("[stack:1234]"), "stack");
+        assert_eq!(kind_of("//anon"), "anonymous");
+        assert_eq!(kind_of(""), "anonymous");
+        assert_eq!(kind_of("[vdso]"), "special");
+        assert_eq!(kind_of("/usr/lib/libc.so.6"), "file");
+    }
+}

@@ -1,0 +1,144 @@
+//! Issue 14, acceptance 2: `rec -e` with fault events counts every fault and records its
+//! address; `report --event` names the fault sites and the mappings the addresses fell in.
+//! Hardware events on a board without a PMU fail with one line that says what to use.
+
+use std::path::Path;
+
+use crossprof_tests::*;
+use serde_json::Value;
+
+fn event_report(recording: &Path, sysroot: &Path, event: &str) -> Value {
+    let out = hostside_ok(&[
+        "report",
+        "--json",
+        "--event",
+        event,
+        "--top",
+        "1000",
+        "--sysroot",
+        sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ]);
+    serde_json::from_str(&out).expect("valid JSON")
+}
+
+/// The mapping the program printed: (start, length).
+fn printed_mapping(stdout: &[u8]) -> (u64, u64) {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("mapping "))
+        .unwrap_or_else(|| panic!("no mapping line in {text:?}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let start = u64::from_str_radix(w[1].trim_start_matches("0x"), 16).expect("hex address");
+    (start, w[2].parse().expect("length"))
+}
+
+fn record_faults(tag: &str, events: &str) -> (Program, std::path::PathBuf, (u64, u64)) {
+    let p = build("page_faults.c", tag, C_FP);
+    let out = scratch().join(format!("{tag}.zst"));
+    let o = run_rec(&[
+        "-e",
+        events,
+        "--call-graph",
+        "fp",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        p.board.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mapping = printed_mapping(&o.stdout);
+    (p, out, mapping)
+}
+
+fn assert_16384_faults_in_the_mapping(r: &Value, (start, len): (u64, u64)) {
+    assert_eq!(r["cpu"]["event"], "minor-faults", "{:#}", r["cpu"]);
+    assert_eq!(r["recording"]["lost_samples"], 0);
+    let row = r["cpu"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"] == "touch_pages")
+        .unwrap_or_else(|| panic!("no touch_pages: {:#}", r["cpu"]));
+    let faults = row["self"].as_u64().unwrap();
+    assert!(
+        faults.abs_diff(16384) * 100 <= 16384,
+        "touch_pages took {faults} faults, not 16384: {row}"
+    );
+    assert_eq!(row["line"].as_u64().map(|l| l > 0), Some(true), "{row}");
+    // The addresses: inside the 64 MiB anonymous mapping the program made.
+    let m = &r["cpu"]["mappings"][0];
+    assert_eq!(m["kind"], "anonymous", "{:#}", r["cpu"]["mappings"]);
+    assert_eq!(m["start"].as_u64(), Some(start), "{m}");
+    assert_eq!(m["end"].as_u64(), Some(start + len), "{m}");
+    let inside = m["count"].as_u64().unwrap();
+    assert!(
+        inside.abs_diff(16384) * 100 <= 16384 && inside >= faults.min(16384) * 99 / 100,
+        "{inside} faults inside the mapping: {m}"
+    );
+}
+
+#[test]
+fn minor_faults_of_a_64_mib_mapping_are_16384_inside_it() {
+    let (p, out, mapping) = record_faults("faults_main", "minor-faults");
+    let r = event_report(&out, &p.sysroot, "minor-faults");
+    assert_16384_faults_in_the_mapping(&r, mapping);
+    // The plain report is about the recording's own event, which is the fault event.
+    let plain = report_json(&out, Some(&p.sysroot));
+    assert_eq!(plain["cpu"]["event"], "minor-faults");
+    assert_eq!(
+        count(&plain, "touch_pages", "self"),
+        count(&r, "touch_pages", "self")
+    );
+    // The text report names the mapping.
+    let text = hostside_ok(&[
+        "report",
+        "--event",
+        "minor-faults",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains("Where the minor-faults addresses fell") && text.contains("anonymous"),
+        "{text}"
+    );
+}
+
+#[test]
+fn faults_as_a_second_event_next_to_cpu_samples() {
+    let (p, out, mapping) = record_faults("faults_second", "cpu-clock,minor-faults");
+    let r = event_report(&out, &p.sysroot, "minor-faults");
+    assert_16384_faults_in_the_mapping(&r, mapping);
+    let plain = report_json(&out, Some(&p.sysroot));
+    assert_eq!(plain["cpu"]["event"], "cpu-clock");
+    // An event the file does not hold: one line that lists what it holds.
+    let o = std::process::Command::new(hostside())
+        .args(["report", "--event", "major-faults", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cpu-clock, minor-faults"), "{err}");
+}
+
+#[test]
+fn hardware_events_need_a_pmu() {
+    let has_pmu = Path::new("/sys/bus/event_source/devices/cpu").exists()
+        || Path::new("/sys/bus/event_source/devices/cpu_core").exists()
+        || Path::new("/sys/bus/event_source/devices/armv8_pmuv3").exists();
+    let out = scratch().join("cycles.zst");
+    let o = run_rec(&["-e", "cycles", "--out", out.to_str().unwrap(), "--", "true"]);
+    if has_pmu {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no hardware PMU") && err.contains("-e cpu-clock"),
+        "{err}"
+    );
+}
