@@ -143,62 +143,84 @@ fn armv7_board_unwinds_thumb2_stack_copies() {
 }
 
 /// Signal frames on ARMv7 (issue 13): signal_frames.c built with Debian armhf's defaults
-/// (Thumb-2, -O2, no frame pointers) raises SIGUSR1 every round; the handler's work runs on
-/// the signal frame, and glibc's Thumb-2 `__default_sa_restorer` is its return address. Every
-/// sample in in_handler_work must unwind through that trampoline, with the registers the
-/// kernel saved, into the interrupted code: in_handler_work <- (handler) <- signal frame <-
-/// raise <- interrupted <- main.
+/// (Thumb-2, -O2, no frame pointers) raises SIGUSR1 every round and the handler's work runs
+/// on the signal frame. Every sample in in_handler_work must unwind through the sigreturn
+/// trampoline, with the registers the kernel saved, into the interrupted code:
+/// in_handler_work <- (handler) <- signal frame <- raise <- interrupted <- main. Twice: with
+/// glibc's Thumb-2 `__default_sa_restorer`, and with an ARM-state restorer of the program's
+/// own that no unwind table covers (`-DOWN_RESTORER`, as musl's `__restore_rt`), which only
+/// the unwinder's recognition of the trampoline's instructions can step through.
 #[test]
 fn armv7_board_unwinds_through_signal_frames() {
     let board = Board::Armv7;
     let tag = "board_armv7_signal";
     let sysroot = Sysroot::new(board, tag);
-    let p = sysroot.build_c(board, "signal_frames.c", "signal_frames", &["-O2"]);
-    let files = vec![(p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755)];
-    let job = [
-        "/rec",
-        "--call-graph",
-        "dwarf",
-        "--out",
-        "/out/sig.zst",
-        "--",
-        &p.guest,
-        "40",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let run = boot(board, tag, files, &[job]);
+    let glibc = sysroot.build_c(board, "signal_frames.c", "signal_frames", &["-O2"]);
+    let own = sysroot.build_c(
+        board,
+        "signal_frames.c",
+        "signal_frames_own",
+        &["-O2", "-DOWN_RESTORER"],
+    );
+    let programs = [("glibc.zst", &glibc), ("own.zst", &own)];
+    let files = programs
+        .iter()
+        .map(|(_, p)| (p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755))
+        .collect();
+    let jobs: Vec<Vec<String>> = programs
+        .iter()
+        .map(|(out, p)| {
+            let out = format!("/out/{out}");
+            [
+                "/rec",
+                "--call-graph",
+                "dwarf",
+                "--out",
+                &out,
+                "--",
+                &p.guest,
+                "40",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        })
+        .collect();
+    let run = boot(board, tag, files, &jobs);
     assert_eq!(
         run.statuses,
-        vec![0],
-        "rec failed on the board: {}\n{}",
+        vec![0, 0],
+        "rec failed on the board: {}{}\n{}",
         String::from_utf8_lossy(run.file("job0.log")),
+        String::from_utf8_lossy(run.file("job1.log")),
         run.console
     );
-    let out = save(&run, "sig.zst", tag);
-    let stacks = folded_stacks(&out, &sysroot.dir);
-    let in_handler: Vec<&(Vec<String>, u64)> = stacks
-        .iter()
-        .filter(|(s, _)| s.last().is_some_and(|f| f == "in_handler_work"))
-        .collect();
-    let total: u64 = in_handler.iter().map(|(_, n)| n).sum();
-    assert!(total >= 100, "{total} samples in the handler");
-    let through: u64 = in_handler
-        .iter()
-        .filter(|(s, _)| {
-            let pos = |name: &str| s.iter().position(|f| f == name);
-            matches!(
-                (pos("main"), pos("interrupted"), pos("in_handler_work")),
-                (Some(m), Some(i), Some(h)) if m < i && i < h
-            )
-        })
-        .map(|(_, n)| n)
-        .sum();
-    assert!(
-        through * 100 >= total * 99,
-        "{through} of {total} handler samples unwind into interrupted <- main: {in_handler:?}"
-    );
+    for (name, _) in programs {
+        let out = save(&run, name, tag);
+        let stacks = folded_stacks(&out, &sysroot.dir);
+        let in_handler: Vec<&(Vec<String>, u64)> = stacks
+            .iter()
+            .filter(|(s, _)| s.last().is_some_and(|f| f == "in_handler_work"))
+            .collect();
+        let total: u64 = in_handler.iter().map(|(_, n)| n).sum();
+        assert!(total >= 100, "{name}: {total} samples in the handler");
+        let through: u64 = in_handler
+            .iter()
+            .filter(|(s, _)| {
+                let pos = |name: &str| s.iter().position(|f| f == name);
+                matches!(
+                    (pos("main"), pos("interrupted"), pos("in_handler_work")),
+                    (Some(m), Some(i), Some(h)) if m < i && i < h
+                )
+            })
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            through * 100 >= total * 99,
+            "{name}: {through} of {total} handler samples unwind into interrupted <- main: \
+             {in_handler:?}"
+        );
+    }
 }
 
 #[test]
