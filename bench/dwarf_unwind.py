@@ -7,7 +7,11 @@ shared library plus a 20-deep recursion), run once under each recorder at the sa
 and stack size. Reported: bytes per sample of each file, and the median wall time of
 `hostside report` versus `perf report --stdio` over RUNS interleaved runs each.
 
+With --baseline HOSTSIDE, a second hostside binary (an older build) is timed on the same
+file in the same interleaved runs, so a change can be measured against the machine's noise.
+
 Usage: bench/dwarf_unwind.py [--rounds N] [--freq HZ] [--stack BYTES] [--runs N]
+                             [--baseline HOSTSIDE]
 (needs linux-perf; run via bench/run.sh dwarf)
 """
 import argparse, os, statistics, subprocess, sys, tempfile, time
@@ -35,6 +39,7 @@ def main():
     ap.add_argument("--freq", type=int, default=4999)
     ap.add_argument("--stack", type=int, default=8192)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--baseline", help="an older hostside binary timed alongside")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rec, hostside = os.environ["CROSSPROF_REC"], os.environ["CROSSPROF_HOSTSIDE"]
@@ -54,9 +59,13 @@ def main():
     rec_samples = json.loads(info)["records"]["sample"]
     perf_size, rec_size = os.path.getsize(perf_data), os.path.getsize(rec_file)
     times = {"perf report": [], "hostside report": []}
+    if a.baseline:
+        times["baseline report"] = []
     for _ in range(a.runs):
         times["perf report"].append(timed(["perf", "report", "-i", perf_data, "--stdio"]))
         times["hostside report"].append(timed([hostside, "report", rec_file]))
+        if a.baseline:
+            times["baseline report"].append(timed([a.baseline, "report", rec_file]))
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"workload: deep {a.rounds} rounds, -F {a.freq}, dwarf stack {a.stack} B, {a.runs} interleaved report runs")
     print(f"perf.data: {perf_size} B / {perf_samples} samples = {perf_size / max(perf_samples, 1):.0f} B/sample")
@@ -65,6 +74,9 @@ def main():
     for k, v in med.items():
         print(f"{k:<16} median {v:.3f} s")
     print(f"speed-up hostside vs perf report: {med['perf report'] / med['hostside report']:.1f}x")
+    if a.baseline:
+        print(f"speed-up baseline vs perf report: {med['perf report'] / med['baseline report']:.1f}x")
+        print(f"hostside / baseline time: {med['hostside report'] / med['baseline report']:.2f}")
 
 
 if __name__ == "__main__":
