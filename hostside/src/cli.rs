@@ -15,6 +15,7 @@ Examples:
   hostside flamegraph --sysroot ./sysroot t.zst -o cpu.svg
   hostside export --format collapsed --sysroot ./sysroot t.zst -o t.folded
   hostside export --format pprof --sysroot ./sysroot t.zst -o t.pb.gz    # go tool pprof t.pb.gz
+  hostside html --sysroot ./sysroot t.zst -o report.html
   hostside diff before.zst after.zst --sysroot ./sysroot
   hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
 
@@ -143,6 +144,19 @@ pub enum Command {
         off_cpu: bool,
         /// Output file (`-` for standard output).
         #[arg(short = 'o', long = "output", value_name = "OUT")]
+        output: PathBuf,
+    },
+    /// Write one self-contained interactive HTML report (no network needed to view it):
+    /// summary and warnings, timeline with time and thread selection, function table,
+    /// callers/callees with file:line, call trees, flame graph, heap views.
+    Html {
+        /// The recording.
+        file: PathBuf,
+        /// Where debug info comes from.
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// Output HTML file.
+        #[arg(short = 'o', long = "output", value_name = "OUT.html")]
         output: PathBuf,
     },
     /// Compare two recordings per function.

@@ -185,6 +185,17 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             }
             Ok(Outcome::Success)
         }
+        Command::Html {
+            file,
+            symbols,
+            output,
+        } => {
+            let l = load_checked(&file, &symbols.lookup())?;
+            let heap = l.has_heap.then(|| l.heap(HeapOptions::default()));
+            let mut out = create(&output)?;
+            o::html::write(&l, heap.as_ref(), &mut out)?;
+            Ok(Outcome::Success)
+        }
         Command::Diff {
             old,
             new,

@@ -136,3 +136,23 @@ pub fn speedscope_ns(text: &str) -> f64 {
     }
     panic!("not a speedscope duration: {text:?}")
 }
+
+/// Runs `tests/browser/report.js` on a `hostside html` report: the rendered DOM before and
+/// after selecting the hottest function and dragging a time range, and a screenshot when
+/// `screenshot` is given.
+pub fn report_check(file: &Path, screenshot: Option<&Path>) -> Value {
+    let mut cmd = Command::new("node");
+    cmd.arg(root().join("tests/browser/report.js"))
+        .arg(npm_dir())
+        .arg(file);
+    if let Some(s) = screenshot {
+        cmd.arg(s);
+    }
+    let o = cmd.output().expect("run node");
+    assert!(
+        o.status.success(),
+        "report.js failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("report.js prints JSON")
+}

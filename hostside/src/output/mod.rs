@@ -9,6 +9,7 @@ pub mod flame;
 pub mod folded;
 pub mod heap_json;
 pub mod heap_text;
+pub mod html;
 pub mod info;
 pub mod json;
 pub mod leak_check;

@@ -1,0 +1,284 @@
+//! The data the HTML report's script reads: compact tables (functions, frames, stacks,
+//! samples by time slice) serialized as one JSON object inside the page.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::analysis::cpu::CpuProfile;
+use crate::analysis::heap::HeapProfile;
+use crate::diagnostics::Diagnostic;
+use crate::frames::{FrameId, FrameTable};
+use crate::pipeline::Loaded;
+
+/// At most this many time slices: the timeline's resolution and the bound on sample rows.
+pub const TIME_SLICES: u64 = 1000;
+
+/// Below this many samples a profile is too thin to trust: the summary says so.
+pub const FEW_SAMPLES: u64 = 1000;
+
+/// Everything the page shows.
+#[derive(Serialize)]
+pub struct Data {
+    /// Page title.
+    pub title: String,
+    /// The profiled command.
+    pub command: String,
+    /// Target architecture.
+    pub arch: String,
+    /// The sampling event.
+    pub event: String,
+    /// Recording length, ns.
+    pub duration_ns: u64,
+    /// Board clock at the recording's start, ns: time slices count from here.
+    pub start_ns: u64,
+    /// Samples in the recording.
+    pub samples: u64,
+    /// What the summary warns about.
+    pub warnings: Vec<Warning>,
+    /// The CPU profile (empty for a heap-only recording).
+    pub cpu: Tables,
+    /// Threads, referred to by index.
+    pub threads: Vec<Thread>,
+    /// Width of a time slice, ns.
+    pub slice_ns: u64,
+    /// Sample rows: time slice, stack index and count, in three parallel arrays.
+    pub sample_slice: Vec<u32>,
+    /// See `sample_slice`.
+    pub sample_stack: Vec<u32>,
+    /// See `sample_slice`.
+    pub sample_count: Vec<u32>,
+    /// The heap analysis, for `rec --heap` recordings.
+    pub heap: Option<Heap>,
+}
+
+/// One warning of the summary.
+#[derive(Serialize)]
+pub struct Warning {
+    /// Stable kind name (the diagnostics' kinds, plus `few-samples`).
+    pub kind: String,
+    /// How many.
+    pub count: u64,
+    /// What happened and what to do.
+    pub message: String,
+}
+
+/// A thread.
+#[derive(Serialize)]
+pub struct Thread {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Name.
+    pub name: String,
+}
+
+/// Functions, frames (a function at a line) and stacks (frames outermost first).
+#[derive(Serialize, Default)]
+pub struct Tables {
+    /// Function names.
+    pub func_name: Vec<String>,
+    /// Function source files ("" when unknown).
+    pub func_file: Vec<String>,
+    /// Function modules.
+    pub func_module: Vec<String>,
+    /// The line where the function was sampled most (0 when unknown): the report's file:line.
+    pub func_line: Vec<u32>,
+    /// Frame → function.
+    pub frame_func: Vec<u32>,
+    /// Frame → line (0 when unknown).
+    pub frame_line: Vec<u32>,
+    /// Stacks as frame indices, outermost first.
+    pub stacks: Vec<Vec<u32>>,
+    /// Thread index of each stack (CPU) or 0 (heap).
+    pub stack_thread: Vec<u32>,
+}
+
+/// Heap views.
+#[derive(Serialize)]
+pub struct Heap {
+    /// Functions, frames and the allocating stacks.
+    pub tables: Tables,
+    /// Per stack: allocations, temporary, bytes allocated, bytes at the peak, leaked bytes.
+    pub costs: Vec<[u64; 5]>,
+    /// Totals in the same order.
+    pub totals: [u64; 5],
+    /// Heap's own peak (max live bytes).
+    pub peak_bytes: u64,
+    /// Live heap bytes at the end of each time slice (null before the first event).
+    pub live: Vec<Option<u64>>,
+    /// Width of a heap time slice, ns.
+    pub live_slice_ns: u64,
+}
+
+/// Builds the tables of a frame table's stacks.
+struct TableBuilder<'a> {
+    table: &'a FrameTable,
+    t: Tables,
+    funcs: HashMap<(&'a str, &'a str), u32>,
+    frames: HashMap<FrameId, u32>,
+}
+
+impl<'a> TableBuilder<'a> {
+    fn new(table: &'a FrameTable) -> Self {
+        TableBuilder {
+            table,
+            t: Tables::default(),
+            funcs: HashMap::new(),
+            frames: HashMap::new(),
+        }
+    }
+
+    fn frame(&mut self, id: FrameId) -> u32 {
+        if let Some(&i) = self.frames.get(&id) {
+            return i;
+        }
+        let f = self.table.get(id);
+        let key = (f.function.as_str(), f.module.as_str());
+        let next = self.t.func_name.len() as u32;
+        let func = *self.funcs.entry(key).or_insert(next);
+        if func == next {
+            self.t.func_name.push(f.function.clone());
+            self.t.func_file.push(f.file.clone().unwrap_or_default());
+            self.t.func_module.push(f.module.clone());
+            self.t.func_line.push(f.line.unwrap_or(0));
+        }
+        let i = self.t.frame_func.len() as u32;
+        self.t.frame_func.push(func);
+        self.t.frame_line.push(f.line.unwrap_or(0));
+        self.frames.insert(id, i);
+        i
+    }
+
+    /// Adds a stack given innermost first.
+    fn stack(&mut self, innermost_first: &[FrameId], thread: u32) {
+        let s: Vec<u32> = innermost_first
+            .iter()
+            .rev()
+            .map(|&id| self.frame(id))
+            .collect();
+        self.t.stacks.push(s);
+        self.t.stack_thread.push(thread);
+    }
+}
+
+fn cpu_tables(cpu: &CpuProfile, threads: &HashMap<(u32, u32), u32>) -> Tables {
+    let mut b = TableBuilder::new(&cpu.table);
+    for s in &cpu.stacks {
+        let t = threads.get(&(s.pid, s.tid)).copied().unwrap_or(0);
+        b.stack(&s.frames, t);
+    }
+    // Each function's line is that of its most sampled location, as `hostside report` says.
+    for row in &cpu.functions {
+        let f = cpu.table.get(row.frame);
+        if let Some(&i) = b.funcs.get(&(f.function.as_str(), f.module.as_str())) {
+            b.t.func_line[i as usize] = f.line.unwrap_or(0);
+        }
+    }
+    b.t
+}
+
+/// Gathers the page's data.
+pub fn gather(l: &Loaded, heap: Option<&HeapProfile>) -> Data {
+    let h = l.recording.header();
+    let cpu = &l.cpu;
+    let mut threads = Vec::new();
+    let mut thread_index = HashMap::new();
+    for t in &cpu.threads {
+        thread_index.insert((t.pid, t.tid), threads.len() as u32);
+        threads.push(Thread {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.comm.clone(),
+        });
+    }
+    let start = h.start_clock_ns;
+    let span = l.duration_ns.max(1);
+    let slice_ns = span.div_ceil(TIME_SLICES).max(1);
+    // (slice, stack) → count, in time order.
+    let mut rows: Vec<(u32, u32, u32)> = Vec::new();
+    for s in &cpu.timeline {
+        let slice = (s.time.saturating_sub(start) / slice_ns).min(TIME_SLICES - 1) as u32;
+        match rows
+            .iter()
+            .rev()
+            .take_while(|r| r.0 == slice)
+            .position(|r| r.1 == s.stack)
+        {
+            Some(back) => {
+                let i = rows.len() - 1 - back;
+                rows[i].2 = rows[i].2.saturating_add(1);
+            }
+            None => rows.push((slice, s.stack, 1)),
+        }
+    }
+    let ctx = l.context(heap);
+    let mut warnings: Vec<Warning> = Vec::new();
+    if cpu.samples > 0 && cpu.samples < FEW_SAMPLES {
+        warnings.push(Warning {
+            kind: "few-samples".into(),
+            count: cpu.samples,
+            message: format!(
+                "only {} samples: shares below about {:.0}% are noise; record longer or with a \
+                 higher --freq",
+                cpu.samples,
+                100.0 / (cpu.samples as f64).sqrt()
+            ),
+        });
+    }
+    warnings.extend(ctx.diagnostics.iter().map(|d: &Diagnostic| Warning {
+        kind: d.kind.name().to_string(),
+        count: d.count,
+        message: d.message.clone(),
+    }));
+    let command = h.command.join(" ");
+    Data {
+        title: format!("crossprof: {command}"),
+        command,
+        arch: h.arch.clone(),
+        event: h.event.clone(),
+        duration_ns: l.duration_ns,
+        start_ns: start,
+        samples: cpu.samples,
+        warnings,
+        cpu: cpu_tables(cpu, &thread_index),
+        threads,
+        slice_ns,
+        sample_slice: rows.iter().map(|r| r.0).collect(),
+        sample_stack: rows.iter().map(|r| r.1).collect(),
+        sample_count: rows.iter().map(|r| r.2).collect(),
+        heap: heap.map(heap_data),
+    }
+}
+
+fn heap_data(p: &HeapProfile) -> Heap {
+    let mut b = TableBuilder::new(&p.table);
+    let mut costs = Vec::with_capacity(p.traces.len());
+    for t in &p.traces {
+        b.stack(&t.frames, 0);
+        let c = &t.counts;
+        costs.push([
+            c.allocations,
+            c.temporary,
+            c.allocated_bytes,
+            c.at_peak_bytes,
+            c.leaked_bytes,
+        ]);
+    }
+    let tt = &p.totals;
+    Heap {
+        tables: b.t,
+        costs,
+        totals: [
+            tt.allocations,
+            tt.temporary,
+            tt.allocated_bytes,
+            tt.peak_bytes,
+            tt.leaked_bytes,
+        ],
+        peak_bytes: tt.peak_bytes,
+        live: p.timeline.iter().map(|b| b.heap_last).collect(),
+        live_slice_ns: p.timeline_width,
+    }
+}

@@ -1,0 +1,52 @@
+//! `hostside html`: one self-contained interactive report (no network: the data, the script
+//! and the style sheet are inside the file), for people who want hotspot's or heaptrack_gui's
+//! views without installing a GUI on the machine that has the recording.
+//!
+//! The page shows a summary with the analysis' warnings, a per-thread timeline whose drag
+//! selection filters every other view, a sortable function table, caller/callee lists with
+//! file:line for the selected function, top-down and bottom-up trees, a flame graph with search
+//! and zoom, and for heap recordings the heap over time, the sites by cost type and a flame
+//! graph per cost type. The Rust side only gathers the data ([`data`]); `report.js` computes
+//! every view from it in the browser, so a time selection needs no round trip.
+//!
+//! Size: samples are stored per (time slice, stack) with a count, the timeline cut in at most
+//! [`data::TIME_SLICES`] slices, so the file grows with the number of distinct stacks, not with
+//! the recording's length.
+
+use std::io::Write;
+
+use anyhow::Result;
+
+use crate::analysis::heap::HeapProfile;
+use crate::pipeline::Loaded;
+
+pub mod data;
+
+const SCRIPT: &str = include_str!("report.js");
+const STYLE: &str = include_str!("report.css");
+
+/// Writes the report of `l` (and of its heap analysis, when given) to `out`.
+pub fn write(l: &Loaded, heap: Option<&HeapProfile>, out: &mut dyn Write) -> Result<()> {
+    let d = data::gather(l, heap);
+    let json = serde_json::to_string(&d)?;
+    // Inside a <script> element, "</" would end it: JSON allows "<\/" instead.
+    let json = json.replace("</", "<\\/");
+    let title = html_escape(&d.title);
+    write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>{title}</title><style>{STYLE}</style></head>\n<body>\
+         <div id=\"app\"><p id=\"loading\">Loading…</p></div>\n\
+         <script id=\"crossprof-data\" type=\"application/json\">{json}</script>\n\
+         <script>{SCRIPT}</script></body></html>\n"
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

@@ -1,0 +1,310 @@
+// crossprof's HTML report: every view is computed here from the data block hostside wrote
+// into the page (see hostside/src/output/html/data.rs), so a time or thread selection
+// re-filters all views without any server. window.crossprof exposes the state for tests.
+'use strict';
+(function () {
+  const D = JSON.parse(document.getElementById('crossprof-data').textContent);
+  const $ = (tag, attrs, ...kids) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k.startsWith('on')) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+    }
+    for (const k of kids) e.append(k instanceof Node ? k : String(k));
+    return e;
+  };
+  const pct = (a, b) => (b > 0 ? (100 * a / b).toFixed(1) : '0.0') + '%';
+  const bytes = n => n >= 1e9 ? (n / 1e9).toFixed(2) + ' GB' : n >= 1e6 ? (n / 1e6).toFixed(2) + ' MB'
+    : n >= 1e3 ? (n / 1e3).toFixed(2) + ' kB' : n + ' B';
+  const secs = ns => (ns / 1e9).toFixed(3) + ' s';
+  const S = {from: null, to: null, thread: null, func: null, sortKey: 'self', zoom: [], search: '',
+    heapCost: 4, heapZoom: []};
+  window.crossprof = {state: S, data: D, render: () => render()};
+
+  // Weight per stack under the current time and thread selection.
+  function stackWeights() {
+    const w = new Float64Array(D.cpu.stacks.length);
+    const from = S.from === null ? -1 : S.from, to = S.to === null ? Infinity : S.to;
+    for (let i = 0; i < D.sample_slice.length; i++) {
+      const sl = D.sample_slice[i];
+      if (sl < from || sl > to) continue;
+      const st = D.sample_stack[i];
+      if (S.thread !== null && D.cpu.stack_thread[st] !== S.thread) continue;
+      w[st] += D.sample_count[i];
+    }
+    return w;
+  }
+
+  // Self and total per function; callers/callees (with the call's line) of the selected one.
+  function functionRows(T, w) {
+    const n = T.func_name.length, self = new Float64Array(n), total = new Float64Array(n);
+    let sum = 0;
+    const seen = new Int32Array(n).fill(-1);
+    T.stacks.forEach((st, i) => {
+      if (!w[i] || !st.length) return;
+      sum += w[i];
+      self[T.frame_func[st[st.length - 1]]] += w[i];
+      for (const fr of st) {
+        const f = T.frame_func[fr];
+        if (seen[f] !== i) { seen[f] = i; total[f] += w[i]; }
+      }
+    });
+    const rows = [];
+    for (let f = 0; f < n; f++) if (total[f] > 0) rows.push({f, self: self[f], total: total[f]});
+    return {rows, sum};
+  }
+
+  function neighbours(T, w, func) {
+    const callers = new Map(), callees = new Map(), lines = new Map();
+    T.stacks.forEach((st, i) => {
+      if (!w[i]) return;
+      st.forEach((fr, d) => {
+        if (T.frame_func[fr] !== func) return;
+        const key = T.frame_line[fr];
+        lines.set(key, (lines.get(key) || 0) + w[i]);
+        if (d > 0) {
+          const c = st[d - 1], k = T.frame_func[c] + ':' + T.frame_line[c];
+          callers.set(k, (callers.get(k) || 0) + w[i]);
+        }
+        if (d + 1 < st.length) {
+          const c = st[d + 1], k = T.frame_func[c] + ':' + T.frame_line[c];
+          callees.set(k, (callees.get(k) || 0) + w[i]);
+        }
+      });
+    });
+    return {callers, callees, lines};
+  }
+
+  function location(T, f, line) {
+    const file = T.func_file[f];
+    return file ? file.split('/').pop() + (line ? ':' + line : '') : T.func_module[f].split('/').pop();
+  }
+
+  function sortable(columns, rows, initial, onRow, selected) {
+    let key = initial, table = $('table', {});
+    const draw = () => {
+      rows.sort((a, b) => (typeof a[key] === 'string' ? a[key].localeCompare(b[key]) : b[key] - a[key]));
+      table.replaceChildren($('tr', {}, ...columns.map(c => $('th', {class: c.cls || '', 'data-key': c.key,
+        onclick: () => { key = c.key; draw(); }}, c.title + (c.key === key ? ' ▾' : '')))));
+      for (const r of rows) {
+        const tr = $('tr', {class: selected && selected(r) ? 'sel' : '', onclick: () => onRow && onRow(r)},
+          ...columns.map(c => $('td', {class: c.cls || ''}, c.show ? c.show(r) : r[c.key])));
+        table.append(tr);
+      }
+    };
+    draw();
+    return $('div', {class: 'scroll'}, table);
+  }
+
+  // A tree of call paths: top-down (outermost first) or bottom-up (innermost first).
+  function tree(T, w, bottomUp, sum) {
+    const root = {kids: new Map(), self: 0, total: 0};
+    T.stacks.forEach((st, i) => {
+      if (!w[i] || !st.length) return;
+      const path = bottomUp ? st.slice().reverse() : st;
+      let node = root;
+      path.forEach((fr, d) => {
+        const f = T.frame_func[fr];
+        if (!node.kids.has(f)) node.kids.set(f, {f, kids: new Map(), self: 0, total: 0});
+        node = node.kids.get(f);
+        node.total += w[i];
+        // Self time belongs to the leaf: the last node top-down, the root bottom-up.
+        if (d === (bottomUp ? 0 : path.length - 1)) node.self += w[i];
+      });
+    });
+    const ul = kids => {
+      const list = $('ul', {});
+      const sorted = [...kids.values()].sort((a, b) => b[S.sortKey] - a[S.sortKey]);
+      for (const k of sorted) {
+        const li = $('li', {});
+        const label = $('span', {onclick: () => {
+          if (li.childElementCount > 1) li.lastChild.remove(); else if (k.kids.size) li.append(ul(k.kids));
+        }}, $('span', {class: 'n'}, pct(k.total, sum)), $('span', {class: 'n'}, pct(k.self, sum)),
+        (k.kids.size ? '▸ ' : '  ') + T.func_name[k.f]);
+        li.append(label);
+        // The heaviest path opens by itself.
+        if (k === sorted[0] && k.total * 2 > sum && k.kids.size) li.append(ul(k.kids));
+        list.append(li);
+      }
+      return list;
+    };
+    return $('div', {class: 'tree'}, $('div', {}, $('span', {class: 'n'}, 'total'), $('span', {class: 'n'}, 'self')),
+      ul(root.kids));
+  }
+
+  // A flame graph of div boxes: click zooms into a frame, the search box marks matches.
+  function flame(T, w, zoomPath, setZoom) {
+    const root = {kids: new Map(), total: 0, name: 'all'};
+    T.stacks.forEach((st, i) => {
+      if (!w[i]) return;
+      const names = st.map(fr => T.func_name[T.frame_func[fr]]);
+      for (let d = 0; d < zoomPath.length; d++) if (names[d] !== zoomPath[d]) return;
+      let node = root;
+      root.total += w[i];
+      for (const nm of names.slice(zoomPath.length)) {
+        if (!node.kids.has(nm)) node.kids.set(nm, {name: nm, kids: new Map(), total: 0});
+        node = node.kids.get(nm);
+        node.total += w[i];
+      }
+    });
+    const box = $('div', {class: 'flame'});
+    let depth = 0, matched = 0;
+    const term = S.search.toLowerCase();
+    const lay = (node, x, d, path) => {
+      depth = Math.max(depth, d);
+      let cx = x;
+      for (const k of [...node.kids.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+        const width = k.total / root.total;
+        if (width > 0.001) {
+          const hit = term && k.name.toLowerCase().includes(term);
+          if (hit) matched += k.total;
+          const p = path.concat(k.name);
+          box.append($('div', {class: hit ? 'hit' : '', title: `${k.name} (${pct(k.total, root.total)})`,
+            'data-name': k.name, style: `left:${100 * cx}%;width:${100 * width}%;bottom:${d * 18}px`,
+            onclick: () => setZoom(zoomPath.concat(p))}, k.name));
+          lay(k, cx, d + 1, p);
+        }
+        cx += width;
+      }
+    };
+    lay(root, 0, 0, []);
+    box.style.height = (depth + 1) * 18 + 'px';
+    const search = $('input', {placeholder: 'search', value: S.search});
+    search.addEventListener('change', () => { S.search = search.value; render(); });
+    return $('div', {}, $('div', {}, search, ' ', term ? `matched ${pct(matched, root.total)} ` : '',
+      $('button', {onclick: () => setZoom([])}, 'reset zoom'), zoomPath.length ? ' zoomed: ' + zoomPath.join(' → ') : ''), box);
+  }
+
+  function timeline() {
+    const slices = Math.max(1, Math.ceil(D.duration_ns / D.slice_ns));
+    const wrap = $('div', {id: 'timeline'});
+    const brush = $('div', {id: 'brush'});
+    const rows = D.threads.map((t, ti) => {
+      const counts = new Float64Array(slices);
+      for (let i = 0; i < D.sample_slice.length; i++) {
+        if (D.cpu.stack_thread[D.sample_stack[i]] === ti && D.sample_slice[i] < slices) counts[D.sample_slice[i]] += D.sample_count[i];
+      }
+      const cv = $('canvas', {width: 1000, height: 20, 'data-thread': ti});
+      const max = Math.max(1, ...counts), g = cv.getContext('2d');
+      g.fillStyle = '#2a9d8f';
+      counts.forEach((c, i) => { if (c) { const h = 20 * c / max; g.fillRect(i * 1000 / slices, 20 - h, Math.max(1, 1000 / slices), h); } });
+      const label = $('div', {class: 'tlabel', title: 'click: only this thread',
+        onclick: () => { S.thread = S.thread === ti ? null : ti; render(); }},
+      (S.thread === ti ? '● ' : '') + `${t.name} (${t.tid})`);
+      return $('div', {class: 'trow'}, label, cv);
+    });
+    wrap.append(...rows, brush);
+    let start = null;
+    const sliceAt = ev => {
+      const cv = wrap.querySelector('canvas'), r = cv.getBoundingClientRect();
+      return Math.min(slices - 1, Math.max(0, Math.floor((ev.clientX - r.left) / r.width * slices)));
+    };
+    wrap.addEventListener('mousedown', ev => { if (ev.target.tagName === 'CANVAS') start = sliceAt(ev); });
+    window.onmouseup = ev => {
+      if (start === null) return;
+      const end = sliceAt(ev);
+      [S.from, S.to] = [Math.min(start, end), Math.max(start, end)];
+      start = null;
+      render();
+    };
+    if (S.from !== null) {
+      requestAnimationFrame(() => {
+        const cv = wrap.querySelector('canvas');
+        if (!cv) return;
+        const off = cv.offsetLeft, width = cv.offsetWidth;
+        brush.style.display = 'block';
+        brush.style.left = off + width * S.from / slices + 'px';
+        brush.style.width = Math.max(2, width * (S.to - S.from + 1) / slices) + 'px';
+      });
+    }
+    const sel = S.from === null ? 'all of the recording' : `${secs(S.from * D.slice_ns)} – ${secs((S.to + 1) * D.slice_ns)}`;
+    // The selection's board times (ns, end exclusive), for tests and scripts.
+    return $('div', {}, $('div', {id: 'selection', 'data-from-ns': S.from === null ? '' : D.start_ns + S.from * D.slice_ns,
+      'data-to-ns': S.from === null ? '' : D.start_ns + (S.to + 1) * D.slice_ns}, 'Selection: ' + sel + ' ',
+    $('button', {onclick: () => { S.from = S.to = null; S.thread = null; render(); }}, 'reset')), wrap);
+  }
+
+  function cpuViews(app) {
+    const T = D.cpu, w = stackWeights(), {rows, sum} = functionRows(T, w);
+    app.append($('h2', {}, 'Timeline (drag to select a time range; click a thread to keep only it)'), timeline());
+    app.append($('h2', {}, `Functions (${sum} samples selected)`));
+    const table = rows.map(r => ({f: r.f, name: T.func_name[r.f], self: r.self, total: r.total,
+      loc: location(T, r.f, T.func_line[r.f])}));
+    app.append($('div', {id: 'functions'}, sortable([
+      {key: 'self', title: 'Self', show: r => r.self},
+      {key: 'selfp', title: 'Self %', show: r => pct(r.self, sum)},
+      {key: 'total', title: 'Total', show: r => r.total},
+      {key: 'totalp', title: 'Total %', show: r => pct(r.total, sum)},
+      {key: 'name', title: 'Function', cls: 'name'},
+      {key: 'loc', title: 'Location', cls: 'name'},
+    ], table.map(r => Object.assign(r, {selfp: r.self, totalp: r.total})), 'self',
+    r => { S.func = r.f; render(); }, r => r.f === S.func)));
+    if (S.func !== null && S.func < T.func_name.length) {
+      const nb = neighbours(T, w, S.func);
+      const list = (m, title) => sortable([
+        {key: 'n', title: 'Samples'}, {key: 'p', title: '%', show: r => pct(r.n, sum)},
+        {key: 'name', title, cls: 'name'}, {key: 'loc', title: 'at', cls: 'name'}],
+      [...m].map(([k, n]) => { const [f, line] = k.split(':').map(Number);
+        return {n, p: n, name: T.func_name[f], loc: location(T, f, line), f}; }), 'n', r => { S.func = r.f; render(); });
+      app.append($('h2', {}, `${T.func_name[S.func]}: callers and callees`), $('div', {class: 'cols', id: 'callers'},
+        $('div', {}, $('b', {}, 'Called from'), list(nb.callers, 'Caller')),
+        $('div', {}, $('b', {}, 'Calls'), list(nb.callees, 'Callee')),
+        $('div', {}, $('b', {}, 'Own lines'), sortable([{key: 'n', title: 'Samples'}, {key: 'loc', title: 'Line', cls: 'name'}],
+          [...nb.lines].map(([line, n]) => ({n, loc: location(T, S.func, line)})), 'n'))));
+    }
+    const sortSel = $('select', {}, ...['total', 'self'].map(k => { const o = $('option', {value: k}, 'sort by ' + k); if (k === S.sortKey) o.selected = true; return o; }));
+    sortSel.addEventListener('change', () => { S.sortKey = sortSel.value; render(); });
+    app.append($('h2', {}, 'Call trees'), sortSel, $('div', {class: 'cols'},
+      $('div', {id: 'top-down'}, $('b', {}, 'Top-down'), tree(T, w, false, sum)),
+      $('div', {id: 'bottom-up'}, $('b', {}, 'Bottom-up'), tree(T, w, true, sum))));
+    app.append($('h2', {}, 'Flame graph (click a frame to zoom)'),
+      $('div', {id: 'flame'}, flame(T, w, S.zoom, z => { S.zoom = z; render(); })));
+  }
+
+  function heapViews(app) {
+    const H = D.heap, T = H.tables;
+    const names = ['allocations', 'temporary', 'bytes allocated', 'bytes at peak', 'leaked bytes'];
+    app.append($('h2', {}, 'Heap'), $('div', {class: 'meta', id: 'heap-totals'},
+      ...names.map((n, i) => $('span', {}, `${n}: ${i >= 2 ? bytes(H.totals[i]) : H.totals[i]}`))));
+    // Heap over time.
+    const W = 1000, Hh = 120, max = Math.max(1, ...H.live.map(v => v || 0));
+    const pts = H.live.map((v, i) => `${i * W / Math.max(1, H.live.length - 1)},${Hh - Hh * (v || 0) / max}`).join(' ');
+    const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+    svg.setAttribute('viewBox', `0 0 ${W} ${Hh}`); svg.setAttribute('width', '100%'); svg.setAttribute('height', Hh);
+    svg.innerHTML = `<polyline fill="none" stroke="#e76f51" stroke-width="2" points="${pts}"/>`;
+    app.append($('div', {}, `Live heap over time (peak ${bytes(H.peak_bytes)}, ${secs(H.live_slice_ns)} per step)`), svg);
+    // Sites: the innermost frame of each stack.
+    const sites = new Map();
+    T.stacks.forEach((st, i) => {
+      if (!st.length) return;
+      const fr = st[st.length - 1], key = T.frame_func[fr] + ':' + T.frame_line[fr];
+      const s = sites.get(key) || {f: T.frame_func[fr], line: T.frame_line[fr], c: [0, 0, 0, 0, 0]};
+      H.costs[i].forEach((v, k) => { s.c[k] += v; });
+      sites.set(key, s);
+    });
+    app.append($('div', {id: 'heap-sites'}, sortable([
+      ...names.map((n, k) => ({key: 'c' + k, title: n, show: r => (k >= 2 ? bytes(r['c' + k]) : r['c' + k])})),
+      {key: 'name', title: 'Site', cls: 'name'}, {key: 'loc', title: 'Location', cls: 'name'}],
+    [...sites.values()].map(s => Object.assign({name: T.func_name[s.f], loc: location(T, s.f, s.line)},
+      ...s.c.map((v, k) => ({['c' + k]: v})))), 'c0')));
+    const costSel = $('select', {}, ...names.map((n, k) => { const o = $('option', {value: k}, n); if (k === S.heapCost) o.selected = true; return o; }));
+    costSel.addEventListener('change', () => { S.heapCost = Number(costSel.value); S.heapZoom = []; render(); });
+    const w = H.costs.map(c => c[S.heapCost]);
+    app.append($('h2', {}, 'Heap flame graph'), costSel,
+      $('div', {id: 'heap-flame'}, flame(T, w, S.heapZoom, z => { S.heapZoom = z; render(); })));
+  }
+
+  function render() {
+    const app = document.getElementById('app');
+    app.replaceChildren();
+    app.append($('h1', {}, D.title), $('div', {class: 'meta', id: 'summary'},
+      $('span', {}, `${D.arch}`), $('span', {}, `event ${D.event || 'cpu-clock'}`),
+      $('span', {}, `${secs(D.duration_ns)}`), $('span', {}, `${D.samples} samples`),
+      $('span', {}, `${D.threads.length} threads`)));
+    const warns = $('div', {id: 'warnings'}, ...D.warnings.map(x => $('div', {class: 'warn', 'data-kind': x.kind}, `${x.kind} (${x.count}): ${x.message}`)));
+    app.append(warns);
+    if (D.samples > 0) cpuViews(app);
+    if (D.heap) heapViews(app);
+    document.body.dataset.rendered = String(Date.now());
+  }
+  render();
+})();
