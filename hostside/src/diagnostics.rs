@@ -67,6 +67,10 @@ pub enum Kind {
     UnwindCutShort,
     /// Stack-copy samples without usable registers (count: samples).
     UnwindNoRegisters,
+    /// Modules whose unwind sections could not be read (count: modules).
+    UnwindSectionsFailed,
+    /// CFI entries that did not parse and were skipped (count: entries).
+    CfiEntriesSkipped,
     /// Allocations whose stack reached the interposer's frame limit, so its outer end is
     /// missing (count: allocations).
     HeapStackCutShort,
@@ -97,6 +101,8 @@ impl Kind {
             Kind::VdsoUnparsed => "vdso-unparsed",
             Kind::UnwindCutShort => "unwind-cut-short",
             Kind::UnwindNoRegisters => "unwind-no-registers",
+            Kind::UnwindSectionsFailed => "unwind-sections-failed",
+            Kind::CfiEntriesSkipped => "cfi-entries-skipped",
             Kind::HeapStackCutShort => "heap-stack-cut-short",
             Kind::HeapStackUnknown => "heap-stack-unknown",
             Kind::HeapUnknownFrees => "heap-unknown-frees",
@@ -124,6 +130,8 @@ pub struct Sources<'a> {
     pub vdso_error: Option<&'a str>,
     /// How the stack copies unwound.
     pub unwind: &'a UnwindStats,
+    /// Why modules' unwind sections could not be read.
+    pub unwind_errors: &'a [String],
     /// The heap profile, when the report has one.
     pub heap: Option<&'a HeapProfile>,
 }
@@ -198,6 +206,22 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
         src.unwind.no_registers,
         "stack-copy samples carried no user registers (kernel threads, or a kernel without \
          perf user-register support): only their kernel frames are known"
+            .into(),
+    );
+    add(
+        Kind::UnwindSectionsFailed,
+        src.unwind_errors.len() as u64,
+        format!(
+            "modules whose unwind sections could not be read (first: {}): stacks are cut short \
+             in them; check that the sysroot's files are intact ELF files",
+            src.unwind_errors.first().map_or("", |s| s.as_str())
+        ),
+    );
+    add(
+        Kind::CfiEntriesSkipped,
+        src.unwind.cfi_entries_skipped,
+        "unwind table entries (.eh_frame, .debug_frame) that did not parse were skipped: the \
+         code they describe unwinds as code without unwind info; the tables are damaged"
             .into(),
     );
     if let Some(h) = src.heap {
@@ -343,6 +367,7 @@ mod tests {
             modules: &[],
             vdso_error: None,
             unwind: &unwind,
+            unwind_errors: &[],
             heap: None,
         });
         let got: Vec<(Kind, Option<&str>, u64)> =

@@ -160,6 +160,7 @@ impl Loaded {
             modules: &modules,
             vdso_error: self.resolver.vdso_error(),
             unwind: &self.cpu.unwind,
+            unwind_errors: &self.cpu.unwind_errors,
             heap,
         });
         ReportContext {

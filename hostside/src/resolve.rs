@@ -95,10 +95,10 @@ impl Resolver {
     }
 
     /// The bytes of a module file, through the same map the symbolizer uses (the unwinder
-    /// reads its sections from here rather than reading the file again). `None` when the
-    /// file cannot be mapped.
-    pub fn map_file(&self, path: &Path) -> Option<SharedBytes> {
-        self.files.map(path).ok()
+    /// reads its sections from here rather than reading the file again), or why the file
+    /// cannot be mapped (the message names it).
+    pub fn map_file(&self, path: &Path) -> Result<SharedBytes, String> {
+        self.files.map(path).map_err(|e| e.to_string())
     }
 
     /// Where module `idx` was found, if it exists.

@@ -34,6 +34,12 @@ pub struct UnwindStats {
     /// Frames found by prologue analysis, a heuristic: 32-bit ARM code without any unwind
     /// table (libgcc's helpers linked into a program), whose instructions were decoded.
     pub prologue_frames: u64,
+    /// Modules whose unwind sections could not be read (an unreadable file, a damaged ELF):
+    /// stacks are cut short in them.
+    pub sections_failed: u64,
+    /// CFI entries that did not parse and were skipped, in the modules read: the code they
+    /// describe unwinds as code without unwind info.
+    pub cfi_entries_skipped: u64,
 }
 
 /// Cut-short unwinds by reason (see [`CutShort`]); the JSON keys are [`CutShort::name`].
@@ -103,6 +109,10 @@ struct Modules<'a> {
     processes: &'a Processes,
     resolver: &'a Resolver,
     sections: HashMap<ModuleIdx, Option<Arc<UnwindSections>>>,
+    /// Why a module's unwind sections could not be read, one message per module.
+    errors: Vec<String>,
+    /// CFI entries skipped in the modules read so far.
+    cfi_skipped: u64,
 }
 
 impl Modules<'_> {
@@ -110,29 +120,56 @@ impl Modules<'_> {
         if let Some(s) = self.sections.get(&module) {
             return s.clone();
         }
-        let loaded = self.load_sections(module).map(Arc::new);
+        let loaded = match self.load_sections(module) {
+            Ok(s) => s.map(Arc::new),
+            Err(e) => {
+                self.errors.push(e);
+                None
+            }
+        };
+        if let Some(s) = &loaded {
+            self.cfi_skipped += s.skipped_cfi_entries();
+        }
         self.sections.insert(module, loaded.clone());
         loaded
     }
 
-    fn load_sections(&self, module: ModuleIdx) -> Option<UnwindSections> {
-        let key = self.processes.modules.get(module)?;
+    /// The module's unwind sections; `Ok(None)` when it has none to read here (not found,
+    /// mismatched, no image), an error naming the file when they could not be read.
+    fn load_sections(&self, module: ModuleIdx) -> Result<Option<UnwindSections>, String> {
+        let Some(key) = self.processes.modules.get(module) else {
+            return Ok(None);
+        };
         if key.path == "[vdso]" {
-            let blob = self.processes.vdso.as_ref()?;
-            return UnwindSections::from_elf(&blob.data, None).ok();
+            let Some(blob) = self.processes.vdso.as_ref() else {
+                return Ok(None);
+            };
+            return UnwindSections::from_elf(&blob.data, None)
+                .map(Some)
+                .map_err(|e| format!("[vdso]: {e}"));
         }
-        let located = self.resolver.located(module)?;
+        let Some(located) = self.resolver.located(module) else {
+            return Ok(None);
+        };
         if matches!(located.match_kind, MatchKind::Mismatch | MatchKind::Missing) {
-            return None;
+            return Ok(None);
         }
+        let Some(image_path) = located.image.as_ref() else {
+            return Ok(None);
+        };
         // The files the symbolizer maps: no second read of an image or a debug file.
-        let image = self.resolver.map_file(located.image.as_ref()?)?;
-        let debug = located
+        let image = self.resolver.map_file(image_path)?;
+        let debug = match located
             .debug_file
             .as_ref()
             .filter(|d| Some(*d) != located.image.as_ref())
-            .and_then(|d| self.resolver.map_file(d));
-        UnwindSections::from_files(&image, debug.as_ref()).ok()
+        {
+            Some(d) => Some(self.resolver.map_file(d)?),
+            None => None,
+        };
+        UnwindSections::from_files(&image, debug.as_ref())
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", image_path.display()))
     }
 
     /// A new address space for process image `key`, with its modules at their load biases.
@@ -260,6 +297,8 @@ impl<'a> StackUnwinder<'a> {
                 processes,
                 resolver,
                 sections: HashMap::new(),
+                errors: Vec::new(),
+                cfi_skipped: 0,
             },
             spaces,
             stats: UnwindStats::default(),
@@ -274,7 +313,17 @@ impl<'a> StackUnwinder<'a> {
     /// The user call chain of a stack-copy sample in address space `key`, innermost first
     /// (instruction pointer, then return addresses).
     pub fn user_chain(&mut self, key: SpaceKey, s: &Sample) -> Vec<u64> {
-        self.spaces
-            .user_chain(&mut self.modules, key, s, &mut self.stats)
+        let chain = self
+            .spaces
+            .user_chain(&mut self.modules, key, s, &mut self.stats);
+        self.stats.sections_failed = self.modules.errors.len() as u64;
+        self.stats.cfi_entries_skipped = self.modules.cfi_skipped;
+        chain
+    }
+
+    /// Why modules' unwind sections could not be read (each message names the file); their
+    /// stacks are cut short there.
+    pub fn section_errors(&self) -> &[String] {
+        &self.modules.errors
     }
 }

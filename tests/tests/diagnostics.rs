@@ -1,5 +1,6 @@
-//! Issue 13: every fallback is shown. A recording whose sysroot holds a damaged debug file and
-//! lacks a library, and whose stacks are therefore cut short, lists each in the report's
+//! Issue 13: every fallback is shown. A recording whose sysroot holds a damaged debug file (its
+//! DWARF and one unwind table entry broken) and lacks a library, and whose stacks are therefore
+//! cut short, lists each in the report's
 //! `diagnostics` (JSON and text) with exact counts; a heap recording of stacks deeper than the
 //! interposer's frame limit lists those allocations.
 
@@ -20,9 +21,8 @@ fn sh(cmd: &mut Command) {
     );
 }
 
-/// Overwrites the version of the first unit header in `.debug_info` with an impossible one:
-/// the file stays a valid ELF with the same build-id, its DWARF cannot be parsed.
-fn damage_debug_info(path: &Path) {
+/// The file offset and size of section `name` of `path`, from `objdump -h`.
+fn section(path: &Path, name: &str) -> (usize, usize) {
     let out = Command::new("objdump")
         .arg("-h")
         .arg(path)
@@ -31,10 +31,32 @@ fn damage_debug_info(path: &Path) {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
-        .find(|l| l.split_whitespace().nth(1) == Some(".debug_info"))
-        .expect("a .debug_info section");
+        .find(|l| l.split_whitespace().nth(1) == Some(name))
+        .unwrap_or_else(|| panic!("no {name} in {}", path.display()));
     let f: Vec<&str> = line.split_whitespace().collect();
-    let offset = usize::from_str_radix(f[5], 16).unwrap();
+    let size = usize::from_str_radix(f[2], 16).unwrap();
+    (usize::from_str_radix(f[5], 16).unwrap(), size)
+}
+
+/// Points the CIE pointer of the first FDE in `.eh_frame` (the entry after the leading CIE) at
+/// the FDE itself, which is no CIE: that one entry no longer parses, the others do.
+fn damage_one_fde(path: &Path) {
+    let (offset, _) = section(path, ".eh_frame");
+    let mut data = std::fs::read(path).unwrap();
+    let word = |d: &[u8], at: usize| u32::from_le_bytes(d[at..at + 4].try_into().unwrap()) as usize;
+    // 32-bit lengths: the CIE at offset 0 (its length word, then id 0), then the first FDE.
+    let cie_len = word(&data, offset);
+    assert_eq!(word(&data, offset + 4), 0, "a CIE first");
+    let fde = offset + 4 + cie_len;
+    assert_ne!(word(&data, fde + 4), 0, "an FDE second");
+    data[fde + 4..fde + 8].copy_from_slice(&4u32.to_le_bytes());
+    std::fs::write(path, data).unwrap();
+}
+
+/// Overwrites the version of the first unit header in `.debug_info` with an impossible one:
+/// the file stays a valid ELF with the same build-id, its DWARF cannot be parsed.
+fn damage_debug_info(path: &Path) {
+    let (offset, _) = section(path, ".debug_info");
     let mut data = std::fs::read(path).unwrap();
     // 32-bit DWARF: unit_length (4 bytes), then the version (2 bytes).
     data[offset + 4] = 0x7f;
@@ -81,6 +103,7 @@ fn damaged() -> &'static Damaged {
         }
         std::fs::copy(built.join("deep"), sys_dir.join("deep")).unwrap();
         damage_debug_info(&sys_dir.join("deep"));
+        damage_one_fde(&sys_dir.join("deep"));
         let board = board_dir.join("deep");
         add_system_libs(&sysroot, &board);
         // add_system_libs copies every library ldd lists, ours included: take it out again.
@@ -153,6 +176,11 @@ fn damaged_debug_file_missing_module_and_cut_short_stacks_are_each_listed() {
     let diags = json_diagnostics(&report);
     assert_eq!(diags.get("module-missing"), Some(&1), "{diags:?}");
     assert_eq!(diags.get("debug-info-damaged"), Some(&1), "{diags:?}");
+    assert_eq!(diags.get("cfi-entries-skipped"), Some(&1), "{diags:?}");
+    assert_eq!(
+        report["cpu"]["stack_unwinding"]["cfi_entries_skipped"].as_u64(),
+        Some(1)
+    );
     let message = |kind: &str| {
         report["diagnostics"]
             .as_array()

@@ -104,6 +104,8 @@ pub struct CpuProfile {
     pub time_range: Option<(u64, u64)>,
     /// How stack-copy samples unwound (all zero for frame-pointer recordings).
     pub unwind: UnwindStats,
+    /// Why modules' unwind sections could not be read, each naming the file.
+    pub unwind_errors: Vec<String>,
 }
 
 #[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -319,6 +321,7 @@ pub fn analyze_weighted(
         unsymbolized_frames,
         time_range,
         unwind: unwinder.stats,
+        unwind_errors: unwinder.section_errors().to_vec(),
     }
 }
 

@@ -41,6 +41,8 @@ pub struct CfiTable {
     address_size: u8,
     /// (start, end, FDE offset), sorted by start.
     index: Vec<(u64, u64, usize)>,
+    /// Entries left out of `index` because they did not parse (see [`CfiTable::skipped`]).
+    skipped: u64,
     /// Whether the return address lives in a register (AArch64 x30, ARM lr, RISC-V ra), so
     /// that a row without a rule for it means "still there". On x86 it lives on the stack,
     /// every CIE gives it a rule, and no rule means undefined: the outermost frame (gimli
@@ -70,26 +72,42 @@ pub struct CallerRegs {
     pub restored: Vec<(u16, u64)>,
 }
 
-fn collect<'a, S>(section: &S, bases: &BaseAddresses) -> Vec<(u64, u64, usize)>
+/// The section's FDEs as (start, end, offset), sorted, and how many entries were skipped: each
+/// FDE that did not parse (or whose CIE did not), plus one when the rest of the section could
+/// not be read or held more than [`MAX_FDES`] entries.
+fn collect<'a, S>(section: &S, bases: &BaseAddresses) -> (Vec<(u64, u64, usize)>, u64)
 where
     S: UnwindSection<Slice<'a>>,
     S::Offset: gimli::UnwindOffset<usize>,
 {
     let mut index = Vec::new();
+    let mut skipped = 0u64;
     let mut entries = section.entries(bases);
-    while let Ok(Some(entry)) = entries.next() {
+    loop {
+        let entry = match entries.next() {
+            Ok(Some(entry)) => entry,
+            Ok(None) => break,
+            Err(_) => {
+                skipped += 1;
+                break;
+            }
+        };
         if index.len() >= MAX_FDES {
+            skipped += 1;
             break;
         }
         if let CieOrFde::Fde(partial) = entry {
-            if let Ok(fde) = partial.parse(S::cie_from_offset) {
-                let start = fde.initial_address();
-                index.push((start, start.saturating_add(fde.len()), fde.offset()));
+            match partial.parse(S::cie_from_offset) {
+                Ok(fde) => {
+                    let start = fde.initial_address();
+                    index.push((start, start.saturating_add(fde.len()), fde.offset()));
+                }
+                Err(_) => skipped += 1,
             }
         }
     }
     index.sort_unstable();
-    index
+    (index, skipped)
 }
 
 impl CfiTable {
@@ -120,9 +138,10 @@ impl CfiTable {
             endian,
             address_size,
             index: Vec::new(),
+            skipped: 0,
             ra_in_register,
         };
-        let index = {
+        let (index, skipped) = {
             let bases = t.bases();
             match t.kind {
                 Kind::Debug => collect(&t.debug(), &bases),
@@ -130,7 +149,14 @@ impl CfiTable {
             }
         };
         t.index = index;
+        t.skipped = skipped;
         t
+    }
+
+    /// Entries that did not parse and were left out (a damaged or truncated section): the
+    /// addresses they covered unwind as code without unwind info.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
     }
 
     fn bases(&self) -> BaseAddresses {

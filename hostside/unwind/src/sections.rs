@@ -228,6 +228,16 @@ impl UnwindSections {
         Ok(s)
     }
 
+    /// CFI entries (`.eh_frame`, `.debug_frame`) that did not parse and were skipped: the
+    /// code they described unwinds as code without unwind info. Reports show the count.
+    pub fn skipped_cfi_entries(&self) -> u64 {
+        [&self.cfi, &self.cfi_eh]
+            .into_iter()
+            .flatten()
+            .map(|t| t.skipped())
+            .sum()
+    }
+
     /// Whether the file has any unwind table (else only frame pointers can be followed).
     pub fn has_unwind_info(&self) -> bool {
         self.eh_frame.is_some() || self.debug_frame.is_some() || self.arm_exidx.is_some()
