@@ -54,6 +54,9 @@ pub enum Kind {
     ModuleMismatch,
     /// Modules found but not loadable (count: modules).
     ModuleLoadFailed,
+    /// Modules a debuginfod server could not provide: down, slow, not found, or answering
+    /// something that is not the module (count: modules).
+    DebuginfodFailed,
     /// Modules whose DWARF was damaged: symbol tables used instead (count: modules).
     DebugInfoDamaged,
     /// Modules whose DWARF was turned off after its parser panicked (count: modules).
@@ -95,6 +98,7 @@ impl Kind {
             Kind::ModuleMissing => "module-missing",
             Kind::ModuleMismatch => "module-mismatch",
             Kind::ModuleLoadFailed => "module-load-failed",
+            Kind::DebuginfodFailed => "debuginfod-failed",
             Kind::DebugInfoDamaged => "debug-info-damaged",
             Kind::DwarfDisabled => "dwarf-disabled",
             Kind::SymbolSourceDamaged => "symbol-source-damaged",
@@ -280,6 +284,19 @@ fn modules(all: &[ModuleInfo], add: &mut impl FnMut(Kind, u64, String)) {
         format!(
             "modules found but not loadable ({}; first error: {}): their frames are addresses",
             some_paths(&failed),
+            first.unwrap_or("")
+        ),
+    );
+    let unfetched = with(&|m| m.fetch_error.is_some());
+    let first = unfetched.first().and_then(|m| m.fetch_error.as_deref());
+    add(
+        Kind::DebuginfodFailed,
+        unfetched.len() as u64,
+        format!(
+            "modules the debuginfod servers in DEBUGINFOD_URLS did not provide ({}; first \
+             error: {}): symbolized from local files as far as they go; check the servers \
+             (DEBUGINFOD_TIMEOUT bounds each one)",
+            some_paths(&unfetched),
             first.unwrap_or("")
         ),
     );

@@ -16,5 +16,6 @@ pub mod output;
 pub mod pipeline;
 pub mod processes;
 pub mod recording;
+pub mod remote;
 pub mod resolve;
 pub mod unwinding;

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 
 use crate::frames::{Frame, FrameId, FrameTable};
 use crate::processes::{ModuleKey, Placed, Processes};
+use crate::remote::Remote;
 
 /// A module's lookup result, for the report's `modules` section.
 pub struct ModuleInfo {
@@ -30,6 +31,8 @@ pub struct ModuleInfo {
     pub dwarf_disabled: bool,
     /// Other sources that were present but unusable (MiniDebugInfo, an unreadable image).
     pub warnings: Vec<String>,
+    /// Why fetching it from debuginfod failed, if it was tried and failed.
+    pub fetch_error: Option<String>,
 }
 
 /// Resolves addresses of one recording.
@@ -43,6 +46,8 @@ pub struct Resolver {
     kallsyms: Option<Kallsyms>,
     /// Each module file mapped once, for the symbolizer and the unwinder both.
     files: FileCache,
+    /// Modules fetched from debuginfod on first use (when `DEBUGINFOD_URLS` is set).
+    remote: Option<Remote>,
 }
 
 /// Module path used for kernel frames.
@@ -83,6 +88,7 @@ impl Resolver {
             None => (None, None),
         };
         let kallsyms = processes.kallsyms.as_deref().map(Kallsyms::parse);
+        let remote = Remote::from_env(&processes.modules, &located);
         Resolver {
             located,
             keys: processes.modules.clone(),
@@ -91,6 +97,7 @@ impl Resolver {
             vdso_error,
             kallsyms,
             files: FileCache::new(),
+            remote,
         }
     }
 
@@ -101,9 +108,25 @@ impl Resolver {
         self.files.map(path).map_err(|e| e.to_string())
     }
 
-    /// Where module `idx` was found, if it exists.
+    /// Where module `idx` was found, if it exists. For a module to be fetched from
+    /// debuginfod, the first call fetches it (blocking): ask only for modules in use.
     pub fn located(&self, idx: usize) -> Option<&Located> {
-        self.located.get(idx)
+        let local = self.located.get(idx)?;
+        match &self.remote {
+            Some(r) if r.wants(idx) => {
+                let fetched = r.get_or_fetch(idx, &self.keys[idx], local);
+                Some(fetched.located.as_ref().unwrap_or(local))
+            }
+            _ => Some(local),
+        }
+    }
+
+    /// Where module `idx` was found, without fetching anything.
+    fn located_now(&self, idx: usize) -> &Located {
+        let fetched = self.remote.as_ref().and_then(|r| r.fetched(idx));
+        fetched
+            .and_then(|f| f.located.as_ref())
+            .unwrap_or(&self.located[idx])
     }
 
     /// Every module with its lookup outcome.
@@ -119,7 +142,7 @@ impl Resolver {
                 };
                 ModuleInfo {
                     key: key.clone(),
-                    located: self.located[i].clone(),
+                    located: self.located_now(i).clone(),
                     load_error: self.loaded[i].get().and_then(|r| r.as_ref().err().cloned()),
                     dwarf_error: loaded.and_then(|m| m.dwarf_error().map(str::to_string)),
                     dwarf_disabled: loaded.is_some_and(|m| m.dwarf_disabled()),
@@ -131,6 +154,11 @@ impl Resolver {
                             .cloned()
                             .collect()
                     }),
+                    fetch_error: self
+                        .remote
+                        .as_ref()
+                        .and_then(|r| r.fetched(i))
+                        .and_then(|f| f.error.clone()),
                 }
             })
             .collect()
@@ -148,7 +176,10 @@ impl Resolver {
     /// it. Lookups that need a module still loading simply wait for it.
     pub fn preload(&self) {
         (0..self.keys.len()).into_par_iter().for_each(|i| {
-            self.module(i);
+            // A module to be fetched from debuginfod waits for its first real use.
+            if !self.remote.as_ref().is_some_and(|r| r.wants(i)) {
+                self.module(i);
+            }
         });
     }
 
@@ -156,7 +187,7 @@ impl Resolver {
         if self.keys[idx].path == "[vdso]" {
             return self.vdso.as_ref();
         }
-        let located = &self.located[idx];
+        let located = self.located(idx)?;
         if located.debug_file.is_none()
             || matches!(located.match_kind, MatchKind::Mismatch | MatchKind::Missing)
         {

@@ -38,49 +38,6 @@ fn fixture() -> &'static Fixture {
     })
 }
 
-/// Copies this machine's `/usr/lib/debug/.build-id` files of the ELF files in `sysroot` (the
-/// C library's, from Debian's libc6-dbg) into it, so the sysroot symbolizes every frame.
-fn add_host_debug_files(sysroot: &Path) {
-    for lib in files_under(sysroot) {
-        let out = Command::new("readelf")
-            .arg("-n")
-            .arg(&lib)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let Some(id) = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        else {
-            continue;
-        };
-        let rel = format!("usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..]);
-        let host = Path::new("/").join(&rel);
-        if host.is_file() {
-            let dest = sysroot.join(&rel);
-            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-            std::fs::copy(&host, &dest).unwrap();
-        }
-    }
-}
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let ty = e.file_type().unwrap();
-            if ty.is_dir() {
-                stack.push(e.path());
-            } else if ty.is_file() {
-                out.push(e.path());
-            }
-        }
-    }
-    out
-}
-
 /// `hostside report --json` with `args`, its index cache in a directory of the test's own.
 fn report(args: &[&str], recording: &Path) -> Value {
     let cache = scratch().join("xdg-cache");

@@ -5,8 +5,9 @@
 //! Use it with recordings made by `rec`, whose modules carry a board path, a build-id and file
 //! offsets. It reads ELF only (any architecture, either endianness); DWARF comes from the
 //! binary, a `.build-id` debug file or a `.gnu_debuglink` target; symbol names fall back to
-//! `.symtab`, MiniDebugInfo and `.dynsym`. Non-goals: split DWARF (`.dwo`), `dwz`
-//! supplementary files.
+//! `.symtab`, MiniDebugInfo and `.dynsym`. A [`BuildIdIndex`] finds files by build-id anywhere
+//! under a sysroot or build tree; [`Debuginfod`] fetches them from debuginfod servers (opt-in).
+//! Non-goals: split DWARF (`.dwo`), `dwz` supplementary files.
 //!
 //! Cost: [`Lookup::locate`] reads headers only. [`Module::load`] maps files (no copy) and parses
 //! DWARF unit headers; line and function tables are parsed per unit on first lookup and kept
@@ -31,6 +32,7 @@
 #![deny(missing_docs)]
 
 mod backing;
+mod debuginfod;
 mod demangle;
 mod dwarf;
 mod elf_info;
@@ -44,6 +46,7 @@ mod minidebuginfo;
 mod module;
 mod symtab;
 
+pub use debuginfod::{Artifact, Debuginfod, FetchError};
 pub use demangle::demangle;
 pub use error::Error;
 pub use files::{FileCache, SharedBytes};
