@@ -48,6 +48,8 @@ pub enum Kind {
     RingResync,
     /// Perf events that could not be enabled when attaching (count: events).
     AttachEnableFailed,
+    /// Heap interposer rings `rec` refused or could not read (count: rings).
+    HeapRingsUnreadable,
     /// Modules not found in the sysroot (count: modules).
     ModuleMissing,
     /// Modules whose sysroot file has another build-id (count: modules).
@@ -95,6 +97,7 @@ impl Kind {
             Kind::PerfRecordsUndecoded => "perf-records-undecoded",
             Kind::RingResync => "ring-resync",
             Kind::AttachEnableFailed => "attach-enable-failed",
+            Kind::HeapRingsUnreadable => "heap-rings-unreadable",
             Kind::ModuleMissing => "module-missing",
             Kind::ModuleMismatch => "module-mismatch",
             Kind::ModuleLoadFailed => "module-load-failed",
@@ -126,7 +129,7 @@ pub struct Sources<'a> {
     /// Bytes discarded at the end of the file.
     pub bytes_discarded: u64,
     /// `Lost` record counts by kind (`samples`, `heap`, `undecodable`, `resync`,
-    /// `enable-failed`).
+    /// `enable-failed`, `heap-rings-unreadable`).
     pub lost: &'a BTreeMap<String, u64>,
     /// Every module with its lookup and load outcome.
     pub modules: &'a [ModuleInfo],
@@ -195,6 +198,13 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
         lost("enable-failed"),
         "perf events could not be enabled when attaching (a thread exited, or permissions): \
          those threads or CPUs were not sampled"
+            .into(),
+    );
+    add(
+        Kind::HeapRingsUnreadable,
+        lost("heap-rings-unreadable"),
+        "heap interposer rings rec refused or could not read (a libcrossprof_heap.so from \
+         another release? see CROSSPROF_HEAP_LIB): those processes' heap events are missing"
             .into(),
     );
     modules(src.modules, &mut add);
@@ -399,5 +409,40 @@ mod tests {
         let json = serde_json::to_value(&d[1]).unwrap();
         assert_eq!(json["kind"], "unwind-cut-short");
         assert_eq!(json["reason"], "stack_copy_ended");
+    }
+
+    #[test]
+    fn what_rec_could_not_record_is_listed_by_kind() {
+        let lost = BTreeMap::from([
+            ("undecodable".to_string(), 2),
+            ("resync".to_string(), 1),
+            ("enable-failed".to_string(), 4),
+            ("heap-rings-unreadable".to_string(), 3),
+            ("heap".to_string(), 7),
+        ]);
+        let d = gather(&Sources {
+            bytes_discarded: 100,
+            lost: &lost,
+            modules: &[],
+            vdso_error: Some("not an ELF file"),
+            unwind: &UnwindStats::default(),
+            unwind_errors: &["/lib/libx.so: bad section".to_string()],
+            heap: None,
+        });
+        let got: Vec<(&str, u64)> = d.iter().map(|d| (d.kind.name(), d.count)).collect();
+        assert_eq!(
+            got,
+            [
+                ("recording-incomplete", 100),
+                ("heap-events-lost", 7),
+                ("perf-records-undecoded", 2),
+                ("ring-resync", 1),
+                ("attach-enable-failed", 4),
+                ("heap-rings-unreadable", 3),
+                ("vdso-unparsed", 1),
+                ("unwind-sections-failed", 1),
+            ]
+        );
+        assert!(d[7].message.contains("/lib/libx.so: bad section"));
     }
 }

@@ -510,6 +510,7 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
     if let Some(h) = heap.as_mut() {
         h.sample_rss(&mut out);
         h.finish(&mut out);
+        out.lost("heap-rings-unreadable", h.bad_rings());
     }
     write_kallsyms(&mut out);
     let end = End {

@@ -108,7 +108,8 @@ pub struct Lost {
     /// or what `rec` itself could not record: `undecodable` (perf records of a wanted type it
     /// could not decode), `resync` (perf rings skipped to their head after an impossible
     /// record header; the count is of resynchronizations) and `enable-failed` (perf events
-    /// that could not be enabled when attaching).
+    /// that could not be enabled when attaching) and `heap-rings-unreadable` (interposer rings
+    /// rec refused or could not read: those processes' heap events are missing).
     pub kind: String,
 }
 
