@@ -10,6 +10,7 @@
 #   bench/run.sh realworld [ARGS...]   rec and hostside vs perf on sqlite3 and ripgrep
 #   bench/run.sh index [ARGS...]    the build-id index's first and cached runs on a large tree
 #   bench/run.sh off-cpu [ARGS...]  rec --off-cpu vs perf record -e sched:sched_switch
+#   bench/run.sh html [ARGS...]     hostside html on 100,000 samples: time, first render, size
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -26,6 +27,7 @@ case "$what" in
         python3 bench/build_id_index.py "$@"
         ;;
     off-cpu) shift; python3 bench/off_cpu_overhead.py "$@" ;;
+    html) shift; python3 bench/html_report.py "$@" ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks

@@ -16,6 +16,7 @@ Examples:
   hostside export --format collapsed --sysroot ./sysroot t.zst -o t.folded
   hostside export --format pprof --sysroot ./sysroot t.zst -o t.pb.gz    # go tool pprof t.pb.gz
   hostside html --sysroot ./sysroot t.zst -o report.html
+  hostside annotate --sysroot ./sysroot t.zst hot_loop --source-dir ~/src/app
   hostside diff before.zst after.zst --sysroot ./sysroot
   hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
 
@@ -158,6 +159,20 @@ pub enum Command {
         /// Output HTML file.
         #[arg(short = 'o', long = "output", value_name = "OUT.html")]
         output: PathBuf,
+    },
+    /// Show a function's source lines with the samples taken at each.
+    Annotate {
+        /// The recording.
+        file: PathBuf,
+        /// The function (its exact name, or a part that names one function).
+        function: String,
+        /// Where debug info comes from.
+        #[command(flatten)]
+        symbols: SymbolArgs,
+        /// A directory holding the sources (searched by the debug info's path, then by file
+        /// name); may be repeated. Otherwise the sysroot, then the path the debug info names.
+        #[arg(long = "source-dir", value_name = "DIR")]
+        source_dirs: Vec<PathBuf>,
     },
     /// Compare two recordings per function.
     Diff {

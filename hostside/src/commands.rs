@@ -196,6 +196,25 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             o::html::write(&l, heap.as_ref(), &mut out)?;
             Ok(Outcome::Success)
         }
+        Command::Annotate {
+            file,
+            function,
+            symbols,
+            source_dirs,
+        } => {
+            let l = load_checked(&file, &symbols.lookup())?;
+            let (name, lines) = o::annotate::lines(&l.cpu, &function)?;
+            let mut out = io::stdout().lock();
+            o::annotate::print(
+                &mut out,
+                &name,
+                &lines,
+                l.cpu.samples,
+                &source_dirs,
+                symbols.sysroot.as_deref(),
+            )?;
+            Ok(Outcome::Success)
+        }
         Command::Diff {
             old,
             new,

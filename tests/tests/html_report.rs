@@ -200,3 +200,50 @@ fn heap_report_renders_the_sites_and_totals() {
         );
     }
 }
+
+#[test]
+fn annotate_shows_the_hot_line_with_its_samples() {
+    let p = build("cpu_split.c", "annotate_cpu", C_FP);
+    let recording = scratch().join("annotate_cpu.zst");
+    record(&recording, &[], &[p.board.to_str().unwrap(), "500"]);
+    let report = report_json(&recording, Some(&p.sysroot));
+    // The sources moved: --source-dir finds them by name.
+    let sources = scratch().join("annotate_sources");
+    std::fs::create_dir_all(&sources).unwrap();
+    std::fs::copy(&p.source, sources.join("cpu_split.c")).unwrap();
+    let text = hostside_ok(&[
+        "annotate",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+        "hot_a",
+        "--source-dir",
+        sources.to_str().unwrap(),
+    ]);
+    assert!(
+        text.contains(&format!(
+            "source: {}",
+            sources.join("cpu_split.c").display()
+        )),
+        "{text}"
+    );
+    // Each sampled line: self, total, line number, the source text. The self counts add up
+    // to the report's, and the hot line is the loop marked LINE:hot_a.
+    let hot = marker_line(&p.source, "hot_a");
+    let mut self_sum = 0;
+    let mut best = (0u64, 0u32);
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if let [s, _t, n, ..] = f.as_slice() {
+            if let (Ok(s), Ok(n)) = (s.parse::<u64>(), n.parse::<u32>()) {
+                self_sum += s;
+                best = best.max((s, n));
+                if n == hot {
+                    assert!(l.contains("LINE:hot_a"), "{l}");
+                }
+            }
+        }
+    }
+    assert_eq!(self_sum, count(&report, "hot_a", "self"), "{text}");
+    assert_eq!(best.1, hot, "{text}");
+}

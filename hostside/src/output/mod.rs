@@ -1,6 +1,7 @@
 //! Everything hostside prints or writes: the report (text and JSON), `info`, flame graphs and
 //! exports.
 
+pub mod annotate;
 pub mod context;
 pub mod diff;
 pub mod event;
