@@ -12,6 +12,7 @@ pub mod cli;
 pub mod commands;
 pub mod diagnostics;
 pub mod frames;
+pub mod jit;
 pub mod output;
 pub mod pipeline;
 pub mod processes;

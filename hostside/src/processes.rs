@@ -11,6 +11,8 @@ use std::collections::HashMap;
 
 use crossprof_format::{Blob, Record};
 
+use crate::jit::JitSymbols;
+
 use crate::recording::Pass;
 
 /// A module (mapped file or in-memory image) as the board identified it.
@@ -89,6 +91,8 @@ pub struct Processes {
     pub kallsyms: Option<Vec<u8>>,
     /// Mmap records seen.
     pub mmap_records: u64,
+    /// Names of JIT-compiled code, from the perf maps `rec` carried.
+    pub jit: JitSymbols,
 }
 
 impl Processes {
@@ -115,6 +119,7 @@ impl Processes {
             Record::Mmap(m) => mmaps.push(m),
             Record::Blob(b) if b.name == "[vdso]" => p.vdso = Some(b),
             Record::Blob(b) if b.name == "kallsyms" => p.kallsyms = Some(b.data),
+            Record::JitMap(j) if j.kind == "perf-map" => p.jit.add_perf_map(j.pid, &j.data),
             _ => {}
         });
         for v in p.execs.values_mut() {

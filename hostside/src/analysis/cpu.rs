@@ -245,7 +245,15 @@ pub fn analyze_weighted(
             let before = frames.len();
             match processes.place(st.space, la).and_then(|p| resolved.get(&p)) {
                 Some(ids) => frames.extend_from_slice(ids),
-                None => frames.push(table.intern(unmapped_frame(a))),
+                // Anonymous executable memory: JIT code, named by its process's perf map.
+                None => frames.push(
+                    table.intern(
+                        processes
+                            .jit
+                            .frame(st.space.0, la)
+                            .unwrap_or_else(|| unmapped_frame(a)),
+                    ),
+                ),
             }
             addresses.push(StackAddress {
                 addr: a,

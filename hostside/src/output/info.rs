@@ -99,6 +99,7 @@ pub fn collect(rec: &Recording) -> Info {
             }
             Record::Switch(_) => "switch",
             Record::EventSample(_) => "event_sample",
+            Record::JitMap(_) => "jit_map",
             Record::Alloc(_) => "alloc",
             Record::Free(_) => "free",
             Record::StackNode(_) => "stack_node",

@@ -7,6 +7,7 @@ mod cli;
 mod error;
 mod heap;
 mod identity;
+mod jit;
 mod launch;
 mod perf;
 mod procfs;

@@ -20,6 +20,7 @@ use crate::cli::{Options, Target};
 use crate::error::RecError;
 use crate::heap::{self, Heap, MapsSource};
 use crate::identity::Identities;
+use crate::jit;
 use crate::launch;
 use crate::perf::events::{self, Events};
 use crate::perf::parse;
@@ -60,6 +61,8 @@ struct Output {
     identities: Identities,
     /// Distinct kernel addresses seen in call chains, for the kallsyms subset written at the end.
     kernel_addrs: HashSet<u64>,
+    /// The JIT maps of recorded processes, taken when each exits.
+    jit: jit::JitMaps,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -121,6 +124,17 @@ impl Output {
                 }
             }
             Record::Lost(ref l) => self.lost += l.count,
+            _ => {}
+        }
+        match &r {
+            Record::Fork(t) => self.jit.note(t.pid),
+            Record::Comm(c) => self.jit.note(c.pid),
+            Record::Mmap(m) => self.jit.note(m.pid),
+            Record::Exit(t) if t.pid == t.tid => {
+                if let Some(map) = self.jit.take(t.pid, t.time) {
+                    self.push(&map);
+                }
+            }
             _ => {}
         }
         match r {
@@ -381,6 +395,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         lost: 0,
         identities: Identities::default(),
         kernel_addrs: HashSet::new(),
+        jit: jit::JitMaps::default(),
     };
     write_vdso(&mut out);
     match (&opts.target, child.as_mut()) {
@@ -513,6 +528,9 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
         out.lost("heap-rings-unreadable", h.bad_rings());
     }
     write_kallsyms(&mut out);
+    for map in out.jit.take_all(monotonic_ns()) {
+        out.push(&map);
+    }
     let end = End {
         time: monotonic_ns(),
         exit_status: status.into(),

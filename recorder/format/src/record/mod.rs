@@ -10,12 +10,14 @@
 
 mod event_sample;
 mod heap;
+mod jit;
 mod run;
 mod sample;
 mod task;
 
 pub use event_sample::EventSample;
 pub use heap::{Alloc, Free, StackNode};
+pub use jit::JitMap;
 pub use run::{Blob, End, Header, Lost};
 pub use sample::{Sample, Switch};
 pub use task::{Comm, Mmap, Rss, Task};
@@ -76,6 +78,8 @@ pub enum Record {
     End(End),
     /// See [`EventSample`].
     EventSample(EventSample),
+    /// See [`JitMap`].
+    JitMap(JitMap),
     /// A record with a tag this reader does not know.
     Unknown(u8),
 }
@@ -102,6 +106,7 @@ pub(crate) mod tag {
     /// expanded by the reader.
     pub const HEAP_EVENTS: u8 = 16;
     pub const EVENT_SAMPLE: u8 = 17;
+    pub const JIT_MAP: u8 = 18;
 }
 
 impl Record {
@@ -181,6 +186,10 @@ impl Record {
                 s.encode(e);
                 tag::EVENT_SAMPLE
             }
+            Record::JitMap(j) => {
+                j.encode(e);
+                tag::JIT_MAP
+            }
             Record::Unknown(t) => *t,
         }
     }
@@ -213,6 +222,7 @@ impl Record {
             tag::BLOB => Record::Blob(Blob::decode(d)?),
             tag::END => Record::End(End::decode(d)?),
             tag::EVENT_SAMPLE => Record::EventSample(EventSample::decode(d, opts.sample_stacks)?),
+            tag::JIT_MAP => Record::JitMap(JitMap::decode(d)?),
             other => Record::Unknown(other),
         })
     }

@@ -95,6 +95,13 @@ pub(crate) fn one_of_each() -> Vec<Record> {
             addr: 0x7fff,
             data: vec![0x7f, b'E'],
         }),
+        Record::JitMap(JitMap {
+            time: 9,
+            pid: 77,
+            kind: "perf-map".into(),
+            truncated: true,
+            data: b"7f0000001000 40 jit_hot\n".to_vec(),
+        }),
         Record::End(End {
             time: 5,
             exit_status: -1,

@@ -1,0 +1,97 @@
+//! Issue 16, acceptance 3 (the C part): a program that generates code at run time and names it
+//! in `/tmp/perf-PID.map` is recorded; `rec` carries the map into the recording when the
+//! process exits; with the map file deleted from this machine, hostside names the generated
+//! functions, with exactly as many samples as the raw recording has in their address ranges.
+
+use std::process::Command;
+
+use crossprof_format::{Reader, Record};
+use crossprof_tests::*;
+
+#[test]
+fn generated_functions_are_named_from_the_carried_perf_map() {
+    let dir = scratch().join("jit");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("jit_map");
+    let o = Command::new("gcc")
+        .args(["-O2", "-g", "-Wl,--build-id"])
+        .arg(source("jit_map.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recording = dir.join("jit.zst");
+    let out = run_rec(&[
+        "--out",
+        recording.to_str().unwrap(),
+        "--call-graph",
+        "fp",
+        "--",
+        exe.to_str().unwrap(),
+        "300",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The program printed its map's path; the map must leave this machine before the report.
+    let map_path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let map = std::fs::read_to_string(&map_path).expect("the program wrote its perf map");
+    std::fs::remove_file(&map_path).unwrap();
+    let ranges: Vec<(String, u64, u64)> = map
+        .lines()
+        .map(|l| {
+            let p: Vec<&str> = l.split_whitespace().collect();
+            let start = u64::from_str_radix(p[0], 16).unwrap();
+            let size = u64::from_str_radix(p[1], 16).unwrap();
+            (p[2].to_string(), start, start + size)
+        })
+        .collect();
+
+    // Ground truth from the raw records: samples whose leaf (no kernel frames) lies in each
+    // function, and samples with the function anywhere on the user stack (return addresses
+    // looked up at address-1, as hostside does).
+    let bytes = std::fs::read(&recording).unwrap();
+    let mut reader = Reader::new(&bytes).unwrap();
+    let mut carried = 0;
+    let mut truth = vec![(0u64, 0u64); ranges.len()];
+    while let Some(r) = reader.next_record() {
+        match r {
+            Record::JitMap(j) => {
+                assert_eq!(String::from_utf8_lossy(&j.data), map);
+                carried += 1;
+            }
+            Record::Sample(s) => {
+                for (k, (_, lo, hi)) in ranges.iter().enumerate() {
+                    let inside = |a: u64| *lo <= a && a < *hi;
+                    if s.kernel_chain.is_empty() && s.user_chain.first().is_some_and(|&a| inside(a))
+                    {
+                        truth[k].0 += 1;
+                    }
+                    let any = s
+                        .user_chain
+                        .iter()
+                        .enumerate()
+                        .any(|(i, &a)| inside(if i == 0 { a } else { a - 1 }));
+                    truth[k].1 += u64::from(any);
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(carried, 1, "one perf map carried");
+    let report = report_json(&recording, None);
+    for (k, (name, _, _)) in ranges.iter().enumerate() {
+        let f = function(&report, name).unwrap_or_else(|| panic!("{name} not named: {report:#}"));
+        assert_eq!(f["module"], "[jit]");
+        assert_eq!(f["self"].as_u64(), Some(truth[k].0), "{name} self");
+        assert_eq!(f["total"].as_u64(), Some(truth[k].1), "{name} total");
+    }
+    // jit_hot runs three times as long as jit_cold.
+    let (hot, cold) = (truth[0].0, truth[1].0);
+    assert!(hot + cold > 200, "too few samples: {hot} + {cold}");
+    let pct = share(hot, cold);
+    assert!((pct - 75.0).abs() < 10.0, "jit_hot share {pct:.1}%");
+}
