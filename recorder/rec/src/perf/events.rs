@@ -21,6 +21,9 @@ const RING_BYTES_FP: usize = 256 << 10;
 /// it: room for this many samples per CPU (1 MiB at 8 KiB copies, 2 MiB at 16 KiB), the
 /// headroom that loses no samples at 999 Hz on two busy cores while rec waits for a CPU.
 const RING_SAMPLES_STACK: usize = 120;
+/// The smallest ring per CPU when an event is sampled at every occurrence (faults): 4 MiB
+/// holds 20,000 fault samples with frame-pointer chains, a 64 MiB buffer's first touch.
+const RING_BYTES_EVERY_EVENT: usize = 4 << 20;
 /// A stack-copy record besides the copy: header, ids, time, registers, sizes, kernel frames.
 const STACK_RECORD_OVERHEAD: usize = 512;
 
@@ -51,6 +54,11 @@ impl Request {
         };
         if self.off_cpu {
             bytes = bytes.max(off_cpu::MIN_MAIN_RING);
+        }
+        // Fault events come in bursts (a program touching a new buffer takes a fault per page
+        // at memory speed) that a board with one CPU cannot drain while they happen.
+        if self.cpu && self.events.iter().any(|k| k.every_event()) {
+            bytes = bytes.max(RING_BYTES_EVERY_EVENT);
         }
         bytes.div_ceil(page_size.max(1)).next_power_of_two().max(2)
     }
