@@ -142,3 +142,45 @@ fn hardware_events_need_a_pmu() {
         "{err}"
     );
 }
+
+/// `rec --check` (issue 14): what this machine allows, each line checked against the files it
+/// reads here.
+#[test]
+fn check_says_what_the_board_allows() {
+    let dir = scratch().join("check");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("x.zst");
+    let o = run_rec(&["--check", "--out", out.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key} line:\n{text}"))
+            .to_string()
+    };
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(line("kernel").contains(release.trim()), "{text}");
+    assert!(line("perf events").contains("yes"), "{text}");
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap();
+    assert!(
+        line("perf_event_paranoid")
+            .starts_with(&format!("perf_event_paranoid  {}:", paranoid.trim())),
+        "{text}"
+    );
+    let kptr = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict").unwrap();
+    assert!(
+        line("kptr_restrict").starts_with(&format!("kptr_restrict        {}:", kptr.trim())),
+        "{text}"
+    );
+    let has_pmu = Path::new("/sys/bus/event_source/devices/cpu").exists()
+        || Path::new("/sys/bus/event_source/devices/cpu_core").exists();
+    assert_eq!(line("hardware PMU").contains("none"), !has_pmu, "{text}");
+    assert!(line("free space").contains(dir.to_str().unwrap()), "{text}");
+    assert!(line("tracefs").len() > "tracefs".len(), "{text}");
+}

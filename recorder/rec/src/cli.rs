@@ -13,6 +13,9 @@ rec: record CPU samples on this board for analysis elsewhere with `hostside`.
 Usage:
   rec [OPTIONS] [--] COMMAND [ARGS...]   launch COMMAND and record it and all its children
   rec [OPTIONS] -p PID                   attach to a running process and all its threads
+  rec --check [--out FILE]               what this board allows (perf events, paranoid level,
+                                         kptr_restrict, a PMU, tracefs, free space) and what
+                                         to do about it
 
 Options:
   -o, --out FILE        recording to write [default: crossprof.zst]
@@ -172,6 +175,8 @@ pub enum Parsed {
     Run(Options),
     /// Print this text and exit 0.
     Print(String),
+    /// `--check`: say what this board allows, for a recording that would go to this file.
+    Check(PathBuf),
 }
 
 /// Parses the arguments (without the program name). Errors are one-line messages.
@@ -189,6 +194,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut cpu = true;
     let mut off_cpu = false;
     let mut events = vec![Kind::CpuClock];
+    let mut check = false;
     let err = |e: lexopt::Error| e.to_string();
     while let Some(arg) = p.next().map_err(err)? {
         match arg {
@@ -221,6 +227,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             Long("heap") => heap = true,
             Long("no-cpu") => cpu = false,
             Long("off-cpu") => off_cpu = true,
+            Long("check") => check = true,
             Short('e') | Long("event") => {
                 events = kind::parse_list(&p.value().map_err(err)?.string().map_err(err)?)?;
             }
@@ -240,6 +247,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             }
             other => return Err(other.unexpected().to_string()),
         }
+    }
+    if check {
+        return Ok(Parsed::Check(out));
     }
     let target = match (pid, command.is_empty()) {
         (Some(_), false) => return Err("give either -p PID or a COMMAND, not both".into()),
@@ -282,6 +292,7 @@ mod tests {
         match parse(args.iter().map(OsString::from))? {
             Parsed::Run(o) => Ok(o),
             Parsed::Print(_) => Err("printed".into()),
+            Parsed::Check(_) => Err("check".into()),
         }
     }
 
@@ -340,6 +351,15 @@ mod tests {
             .unwrap_err()
             .contains("cannot attach"));
         assert!(run(&["--no-cpu", "./app"]).is_err());
+    }
+
+    #[test]
+    fn check_needs_no_command() {
+        let Ok(Parsed::Check(out)) = parse(["--check", "--out", "/data/x.zst"].map(OsString::from))
+        else {
+            panic!("not a check")
+        };
+        assert_eq!(out, PathBuf::from("/data/x.zst"));
     }
 
     #[test]

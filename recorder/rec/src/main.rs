@@ -3,6 +3,7 @@
 //! file for `hostside` to analyse on another machine. Never symbolizes: boards have no room for
 //! debug info.
 
+mod check;
 mod cli;
 mod error;
 mod heap;
@@ -25,6 +26,13 @@ fn main() -> ExitCode {
             let _ = std::io::stdout().write_all(text.as_bytes());
             0
         }
+        Ok(Parsed::Check(out)) => match check::report(&mut std::io::stdout().lock(), &out) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("rec: --check: {e}");
+                2
+            }
+        },
         Ok(Parsed::Run(opts)) => match session::run(&opts) {
             Ok(status) => status,
             Err(e) => {
