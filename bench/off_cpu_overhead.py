@@ -67,6 +67,8 @@ def main():
             print(f"ratio {r}/perf: cpu overhead {oc[r] / oc['perf']:.2f}, wall overhead {ow[r] / ow['perf']:.2f}")
     for k, n in notes.items():
         print(f"{k} said: {n}")
+    stats = subprocess.run(["perf", "report", "--stats", "-i", os.path.join(tmp, "perf.data")], capture_output=True, text=True).stdout
+    print("perf's last run: " + "; ".join(" ".join(l.split()) for l in stats.splitlines() if "LOST" in l or "SAMPLE events" in l or "SWITCH events" in l))
     for name in ("perf.data", "rec.zst", "rec-fp.zst"):
         print(f"file size {name}: {os.path.getsize(os.path.join(tmp, name))} B")
     # What each recording holds: rec's last run, analysed.
