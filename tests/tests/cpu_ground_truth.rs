@@ -246,8 +246,11 @@ fn attaching_to_a_running_process_gives_the_same_split() {
     let o = run_rec(&[
         "--out",
         out.to_str().unwrap(),
+        // cpu-clock counts the program's CPU time: 4 s keep it above 300 samples even when
+        // the program gets well under half a core on a loaded machine (273 in 2 s at a load
+        // average of 10 on two cores).
         "--duration",
-        "2",
+        "4",
         "-p",
         &pid,
     ]);
