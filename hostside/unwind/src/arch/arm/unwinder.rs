@@ -59,7 +59,8 @@ fn signal_return(
     read: &mut dyn FnMut(u32) -> Option<u32>,
 ) -> Result<(), CutShort> {
     let sp = f.r[13];
-    let (start, n) = frame.words.unwrap_or((frame.pc - 15 * 4, 16));
+    // Every ARM signal frame saves all sixteen core registers in a row.
+    let (start, n) = frame.words.ok_or(CutShort::BadFrame)?;
     let mut saved = [0u32; 16];
     for (i, r) in saved.iter_mut().enumerate().take(usize::from(n)) {
         let at = u32::try_from(start + 4 * i as u64)
