@@ -11,10 +11,12 @@
 //! file, bounded in size, and kept only when it is an ELF file with the requested build-id, so
 //! a misconfigured or hostile server yields an error, never a wrong name.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -58,6 +60,9 @@ pub struct Debuginfod {
     max_size: u64,
     progress: bool,
     agent: ureq::Agent,
+    /// Servers that did not answer (refused, timed out, broke off) earlier in this run: not
+    /// asked again, so an unreachable server costs one timeout per run, not one per module.
+    dead: Mutex<HashSet<String>>,
 }
 
 /// Why a fetch found nothing: what each server said.
@@ -129,6 +134,7 @@ impl Debuginfod {
             max_size,
             progress: std::io::stderr().is_terminal(),
             agent: agent.build(),
+            dead: Mutex::new(HashSet::new()),
         }
     }
 
@@ -157,9 +163,20 @@ impl Debuginfod {
             return Ok(dest);
         }
         for url in &self.urls {
+            if self.dead.lock().is_ok_and(|d| d.contains(url)) {
+                let why = "skipped: it did not answer earlier in this run".to_string();
+                err.failures.push((url.clone(), why));
+                continue;
+            }
             match self.download(url, &id, artifact, &dir, &dest, build_id) {
                 Ok(()) => return Ok(dest),
-                Err(why) => err.failures.push((url.clone(), why)),
+                Err(Failure::Answer(why)) => err.failures.push((url.clone(), why)),
+                Err(Failure::NoAnswer(why)) => {
+                    if let Ok(mut d) = self.dead.lock() {
+                        d.insert(url.clone());
+                    }
+                    err.failures.push((url.clone(), why));
+                }
             }
         }
         Err(err)
@@ -173,31 +190,35 @@ impl Debuginfod {
         dir: &Path,
         dest: &Path,
         build_id: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), Failure> {
         let full = format!("{url}/buildid/{id}/{}", artifact.as_str());
         let resp = match self.agent.get(&full).call() {
             Ok(r) => r,
-            Err(ureq::Error::Status(404, _)) => return Err("not found".into()),
+            Err(ureq::Error::Status(404, _)) => return Err(Failure::Answer("not found".into())),
             Err(ureq::Error::Status(code, r)) => {
-                return Err(format!("HTTP {code} {}", r.status_text()))
+                return Err(Failure::Answer(format!("HTTP {code} {}", r.status_text())))
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(Failure::NoAnswer(e.to_string())),
         };
         let len = resp
             .header("content-length")
             .and_then(|l| l.parse::<u64>().ok());
         if len.is_some_and(|l| l > self.max_size) {
-            return Err(format!("file too large ({} bytes)", len.unwrap_or(0)));
+            let why = format!("file too large ({} bytes)", len.unwrap_or(0));
+            return Err(Failure::Answer(why));
         }
-        std::fs::create_dir_all(dir).map_err(|e| format!("cache {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Answer(format!("cache {}: {e}", dir.display())))?;
         let tmp = dir.join(format!(".{}.{}.tmp", artifact.as_str(), std::process::id()));
         let r = self
             .copy_body(resp.into_reader(), &tmp, len, id, artifact)
             .and_then(|()| {
                 if has_build_id(&tmp, build_id) {
-                    std::fs::rename(&tmp, dest).map_err(|e| format!("cache: {e}"))
+                    std::fs::rename(&tmp, dest).map_err(|e| Failure::Answer(format!("cache: {e}")))
                 } else {
-                    Err("the answer is not an ELF file with this build-id".into())
+                    Err(Failure::Answer(
+                        "the answer is not an ELF file with this build-id".into(),
+                    ))
                 }
             });
         if r.is_err() {
@@ -214,8 +235,9 @@ impl Debuginfod {
         len: Option<u64>,
         id: &str,
         artifact: Artifact,
-    ) -> Result<(), String> {
-        let mut out = File::create(tmp).map_err(|e| format!("cache {}: {e}", tmp.display()))?;
+    ) -> Result<(), Failure> {
+        let mut out = File::create(tmp)
+            .map_err(|e| Failure::Answer(format!("cache {}: {e}", tmp.display())))?;
         let bar = self.progress.then(|| {
             let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
             if let Ok(style) = ProgressStyle::with_template(
@@ -233,24 +255,25 @@ impl Debuginfod {
             let n = match body.read(&mut buf) {
                 Ok(0) => break Ok(()),
                 Ok(n) => n,
-                Err(e) => break Err(format!("after {total} bytes: {e}")),
+                Err(e) => break Err(Failure::NoAnswer(format!("after {total} bytes: {e}"))),
             };
             total += n as u64;
             if total > self.max_size {
-                break Err(format!("file too large (over {} bytes)", self.max_size));
+                let why = format!("file too large (over {} bytes)", self.max_size);
+                break Err(Failure::Answer(why));
             }
             if let Err(e) = out.write_all(&buf[..n]) {
-                break Err(format!("cache {}: {e}", tmp.display()));
+                break Err(Failure::Answer(format!("cache {}: {e}", tmp.display())));
             }
             if let Some(bar) = &bar {
                 bar.set_position(total);
             }
             if let Some(t) = self.timeout {
                 if total < COMMENCE_BYTES && start.elapsed() > t {
-                    break Err(format!(
+                    break Err(Failure::NoAnswer(format!(
                         "only {total} bytes in {} s (DEBUGINFOD_TIMEOUT)",
                         t.as_secs()
-                    ));
+                    )));
                 }
             }
         };
@@ -258,8 +281,17 @@ impl Debuginfod {
             bar.finish_and_clear();
         }
         result?;
-        out.sync_all().map_err(|e| format!("cache: {e}"))
+        out.sync_all()
+            .map_err(|e| Failure::Answer(format!("cache: {e}")))
     }
+}
+
+/// Why one server gave nothing: it answered something unusable, or it did not answer.
+enum Failure {
+    /// An answer that is no use for this build-id (404, garbage, too large).
+    Answer(String),
+    /// No answer: refused, timed out, broke off. The server is not asked again this run.
+    NoAnswer(String),
 }
 
 /// True when `path` is an ELF file with build-id `id`.
