@@ -56,6 +56,9 @@ pub enum Kind {
     ModuleMismatch,
     /// Modules found but not loadable (count: modules).
     ModuleLoadFailed,
+    /// User frames outside every mapped file that no JIT map names (count: frames, per
+    /// sample).
+    JitMapMissing,
     /// Modules a debuginfod server could not provide: down, slow, not found, or answering
     /// something that is not the module (count: modules).
     DebuginfodFailed,
@@ -101,6 +104,7 @@ impl Kind {
             Kind::ModuleMissing => "module-missing",
             Kind::ModuleMismatch => "module-mismatch",
             Kind::ModuleLoadFailed => "module-load-failed",
+            Kind::JitMapMissing => "jit-map-missing",
             Kind::DebuginfodFailed => "debuginfod-failed",
             Kind::DebugInfoDamaged => "debug-info-damaged",
             Kind::DwarfDisabled => "dwarf-disabled",
@@ -139,6 +143,8 @@ pub struct Sources<'a> {
     pub unwind: &'a UnwindStats,
     /// Why modules' unwind sections could not be read.
     pub unwind_errors: &'a [String],
+    /// User frames outside every mapped file that no JIT map named.
+    pub unmapped_frames: u64,
     /// The heap profile, when the report has one.
     pub heap: Option<&'a HeapProfile>,
 }
@@ -208,6 +214,14 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
             .into(),
     );
     modules(src.modules, &mut add);
+    add(
+        Kind::JitMapMissing,
+        src.unmapped_frames,
+        "frames in memory no file is mapped at and no JIT map names: code generated at run \
+         time without a /tmp/perf-PID.map (start Node with --perf-basic-prof, Java with a \
+         perf-map agent, Python 3.12 with -X perf), or a damaged stack"
+            .into(),
+    );
     if let Some(e) = src.vdso_error {
         add(
             Kind::VdsoUnparsed,
@@ -395,6 +409,7 @@ mod tests {
             vdso_error: None,
             unwind: &unwind,
             unwind_errors: &[],
+            unmapped_frames: 0,
             heap: None,
         });
         let got: Vec<(Kind, Option<&str>, u64)> =
@@ -427,6 +442,7 @@ mod tests {
             vdso_error: Some("not an ELF file"),
             unwind: &UnwindStats::default(),
             unwind_errors: &["/lib/libx.so: bad section".to_string()],
+            unmapped_frames: 0,
             heap: None,
         });
         let got: Vec<(&str, u64)> = d.iter().map(|d| (d.kind.name(), d.count)).collect();

@@ -161,6 +161,7 @@ impl Loaded {
             vdso_error: self.resolver.vdso_error(),
             unwind: &self.cpu.unwind,
             unwind_errors: &self.cpu.unwind_errors,
+            unmapped_frames: self.cpu.unmapped_frames,
             heap,
         });
         ReportContext {

@@ -1,6 +1,7 @@
 // A tiny JIT: copies machine code for two busy loops into anonymous memory at run time,
 // makes it executable, names the two functions in /tmp/perf-PID.map as JIT runtimes do, and
-// spends its time in them (jit_hot three times as long as jit_cold). x86_64 only.
+// spends its time in them (jit_hot three times as long as jit_cold). With a second argument
+// `nomap` it writes no map and prints the code's address instead. x86_64 only.
 // Built by tests/tests/jit_maps.rs: gcc -O2 jit_map.c
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,13 @@ int main(int argc, char **argv) {
     memcpy(page + 64, loop_code, sizeof loop_code);
     if (mprotect(page, 4096, PROT_READ | PROT_EXEC) != 0)
         return 1;
+    if (argc > 2 && strcmp(argv[2], "nomap") == 0) {
+        loop_fn hot = (loop_fn)page;
+        for (long r = 0; r < rounds; r++)
+            hot(3000000);
+        printf("%lx %zx\n", (unsigned long)page, sizeof loop_code);
+        return 0;
+    }
     char path[64];
     snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
     FILE *f = fopen(path, "w");

@@ -89,9 +89,88 @@ fn generated_functions_are_named_from_the_carried_perf_map() {
         assert_eq!(f["self"].as_u64(), Some(truth[k].0), "{name} self");
         assert_eq!(f["total"].as_u64(), Some(truth[k].1), "{name} total");
     }
+    assert!(
+        !report["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "jit-map-missing"),
+        "{report:#}"
+    );
     // jit_hot runs three times as long as jit_cold.
     let (hot, cold) = (truth[0].0, truth[1].0);
     assert!(hot + cold > 200, "too few samples: {hot} + {cold}");
     let pct = share(hot, cold);
     assert!((pct - 75.0).abs() < 10.0, "jit_hot share {pct:.1}%");
+}
+
+#[test]
+fn generated_code_without_a_map_is_a_diagnostic_with_its_frame_count() {
+    let dir = scratch().join("jit-nomap");
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("jit_map");
+    let o = Command::new("gcc")
+        .args(["-O2", "-g", "-Wl,--build-id"])
+        .arg(source("jit_map.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recording = dir.join("nomap.zst");
+    let out = run_rec(&[
+        "--out",
+        recording.to_str().unwrap(),
+        "--call-graph",
+        "fp",
+        "--",
+        exe.to_str().unwrap(),
+        "300",
+        "nomap",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let p: Vec<u64> = text
+        .split_whitespace()
+        .map(|x| u64::from_str_radix(x, 16).unwrap())
+        .collect();
+    let (lo, hi) = (p[0], p[0] + p[1]);
+    // Ground truth: user frames (per sample) in the generated code, looked up as hostside
+    // does (return addresses at address-1).
+    let bytes = std::fs::read(&recording).unwrap();
+    let mut reader = Reader::new(&bytes).unwrap();
+    let mut frames = 0u64;
+    while let Some(r) = reader.next_record() {
+        match r {
+            Record::Sample(s) => {
+                frames += s
+                    .user_chain
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, &a)| {
+                        let la = if i == 0 { a } else { a - 1 };
+                        lo <= la && la < hi
+                    })
+                    .count() as u64;
+            }
+            Record::JitMap(_) => panic!("no map was written"),
+            _ => {}
+        }
+    }
+    assert!(
+        frames > 100,
+        "too few samples in the generated code: {frames}"
+    );
+    let report = report_json(&recording, None);
+    let d = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["kind"] == "jit-map-missing")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(d["count"].as_u64(), Some(frames), "{d}");
 }

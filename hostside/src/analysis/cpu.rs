@@ -100,6 +100,9 @@ pub struct CpuProfile {
     pub samples: u64,
     /// Frames (counted per sample) that no symbol covered.
     pub unsymbolized_frames: u64,
+    /// User frames (counted per sample) outside every mapped file that no JIT map names:
+    /// code generated at run time without a perf map, or a damaged stack.
+    pub unmapped_frames: u64,
     /// First and last sample times.
     pub time_range: Option<(u64, u64)>,
     /// How stack-copy samples unwound (all zero for frame-pointer recordings).
@@ -220,6 +223,7 @@ pub fn analyze_weighted(
 
     let mut stacks = Vec::with_capacity(raw.len());
     let mut unsymbolized_frames = 0u64;
+    let mut unmapped_frames = 0u64;
     let mut kernel_cache: HashMap<u64, FrameId> = HashMap::new();
     // Raw index of each stack, carried through the sort below.
     let mut origin: Vec<u32> = Vec::with_capacity(raw.len());
@@ -246,14 +250,13 @@ pub fn analyze_weighted(
             match processes.place(st.space, la).and_then(|p| resolved.get(&p)) {
                 Some(ids) => frames.extend_from_slice(ids),
                 // Anonymous executable memory: JIT code, named by its process's perf map.
-                None => frames.push(
-                    table.intern(
-                        processes
-                            .jit
-                            .frame(st.space.0, la)
-                            .unwrap_or_else(|| unmapped_frame(a)),
-                    ),
-                ),
+                None => {
+                    let frame = processes.jit.frame(st.space.0, la).unwrap_or_else(|| {
+                        unmapped_frames += count;
+                        unmapped_frame(a)
+                    });
+                    frames.push(table.intern(frame));
+                }
             }
             addresses.push(StackAddress {
                 addr: a,
@@ -327,6 +330,7 @@ pub fn analyze_weighted(
         threads,
         samples,
         unsymbolized_frames,
+        unmapped_frames,
         time_range,
         unwind: unwinder.stats,
         unwind_errors: unwinder.section_errors().to_vec(),
