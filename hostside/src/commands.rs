@@ -192,8 +192,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         } => {
             let l = load_checked(&file, &symbols.lookup())?;
             let heap = l.has_heap.then(|| l.heap(HeapOptions::default()));
+            let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l));
             let mut out = create(&output)?;
-            o::html::write(&l, heap.as_ref(), &mut out)?;
+            o::html::write(&l, heap.as_ref(), waits.as_ref(), &mut out)?;
             Ok(Outcome::Success)
         }
         Command::Annotate {

@@ -43,6 +43,7 @@ const readTable = (page, sel) => page.evaluate(s => {
     out.functions = await readTable(page, '#functions');
     out.heap_totals = await page.$eval('#heap-totals', e => e.textContent).catch(() => null);
     out.heap_sites = await readTable(page, '#heap-sites');
+    out.offcpu_functions = await readTable(page, '#offcpu-functions');
     out.flame_names = await page.$$eval('#flame .flame div', es => [...new Set(es.map(e => e.dataset.name))]);
     out.top_down = await page.$eval('#top-down', e => e.innerText).catch(() => '');
 

@@ -247,3 +247,52 @@ fn annotate_shows_the_hot_line_with_its_samples() {
     assert_eq!(self_sum, count(&report, "hot_a", "self"), "{text}");
     assert_eq!(best.1, hot, "{text}");
 }
+
+#[test]
+fn off_cpu_report_shows_where_threads_waited() {
+    // mutex_split.c: the contender waits 3x longer for the lock (take_lock) than it sleeps
+    // between turns (wait_turn); see tests/tests/off_cpu.rs.
+    let p = build("mutex_split.c", "html_offcpu", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let recording = scratch().join("html_offcpu.zst");
+    record(
+        &recording,
+        &["--off-cpu"],
+        &[p.board.to_str().unwrap(), "20"],
+    );
+    let report: Value = serde_json::from_str(&hostside_ok(&[
+        "report",
+        "--off-cpu",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let page = html(&recording, &p.sysroot, "html_offcpu");
+    let r = report_check(&page, None);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
+    let rows = &r["offcpu_functions"];
+    let total_ns = |name: &str| -> u64 {
+        report["off_cpu"]["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["function"] == name)
+            .and_then(|f| f["total_ns"].as_u64())
+            .unwrap_or_else(|| panic!("{name} not in the off-CPU report"))
+    };
+    for name in ["take_lock", "wait_turn"] {
+        assert_eq!(num(&row(rows, name)["total"]), total_ns(name), "{name}");
+    }
+    let s = share(
+        num(&row(rows, "take_lock")["total"]),
+        num(&row(rows, "wait_turn")["total"]),
+    );
+    assert!(
+        (70.0..=80.0).contains(&s),
+        "take_lock's share on the page is {s:.1}%"
+    );
+}

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::HeapProfile;
+use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::diagnostics::Diagnostic;
 use crate::frames::{FrameId, FrameTable};
 use crate::pipeline::Loaded;
@@ -50,6 +51,19 @@ pub struct Data {
     pub sample_count: Vec<u32>,
     /// The heap analysis, for `rec --heap` recordings.
     pub heap: Option<Heap>,
+    /// Blocked time, for `rec --off-cpu` recordings.
+    pub off_cpu: Option<OffCpu>,
+}
+
+/// Off-CPU views: where threads waited, weighted by nanoseconds.
+#[derive(Serialize)]
+pub struct OffCpu {
+    /// Functions, frames and the blocking stacks.
+    pub tables: Tables,
+    /// Nanoseconds waited per stack.
+    pub wait_ns: Vec<u64>,
+    /// Whether the stacks are exact or approximate (the last CPU sample's).
+    pub stacks: String,
 }
 
 /// One warning of the summary.
@@ -179,8 +193,16 @@ fn cpu_tables(cpu: &CpuProfile, threads: &HashMap<(u32, u32), u32>) -> Tables {
     b.t
 }
 
+fn off_cpu_data(w: &OffCpuProfile, threads: &HashMap<(u32, u32), u32>) -> OffCpu {
+    OffCpu {
+        tables: cpu_tables(&w.profile, threads),
+        wait_ns: w.profile.stacks.iter().map(|s| s.count).collect(),
+        stacks: w.stacks.clone(),
+    }
+}
+
 /// Gathers the page's data.
-pub fn gather(l: &Loaded, heap: Option<&HeapProfile>) -> Data {
+pub fn gather(l: &Loaded, heap: Option<&HeapProfile>, off_cpu: Option<&OffCpuProfile>) -> Data {
     let h = l.recording.header();
     let cpu = &l.cpu;
     let mut threads = Vec::new();
@@ -249,6 +271,7 @@ pub fn gather(l: &Loaded, heap: Option<&HeapProfile>) -> Data {
         sample_stack: rows.iter().map(|r| r.1).collect(),
         sample_count: rows.iter().map(|r| r.2).collect(),
         heap: heap.map(heap_data),
+        off_cpu: off_cpu.map(|w| off_cpu_data(w, &thread_index)),
     }
 }
 

@@ -6,7 +6,7 @@
 //! selection filters every other view, a sortable function table, caller/callee lists with
 //! file:line for the selected function, top-down and bottom-up trees, a flame graph with search
 //! and zoom, and for heap recordings the heap over time, the sites by cost type and a flame
-//! graph per cost type. The Rust side only gathers the data ([`data`]); `report.js` computes
+//! graph per cost type, and for off-CPU recordings where threads waited (table and flame graph). The Rust side only gathers the data ([`data`]); `report.js` computes
 //! every view from it in the browser, so a time selection needs no round trip.
 //!
 //! Size: samples are stored per (time slice, stack) with a count, the timeline cut in at most
@@ -18,6 +18,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::analysis::heap::HeapProfile;
+use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::pipeline::Loaded;
 
 pub mod data;
@@ -25,9 +26,14 @@ pub mod data;
 const SCRIPT: &str = include_str!("report.js");
 const STYLE: &str = include_str!("report.css");
 
-/// Writes the report of `l` (and of its heap analysis, when given) to `out`.
-pub fn write(l: &Loaded, heap: Option<&HeapProfile>, out: &mut dyn Write) -> Result<()> {
-    let d = data::gather(l, heap);
+/// Writes the report of `l` (and of its heap and off-CPU analyses, when given) to `out`.
+pub fn write(
+    l: &Loaded,
+    heap: Option<&HeapProfile>,
+    off_cpu: Option<&OffCpuProfile>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let d = data::gather(l, heap, off_cpu);
     let json = serde_json::to_string(&d)?;
     // Inside a <script> element, "</" would end it: JSON allows "<\/" instead.
     let json = json.replace("</", "<\\/");

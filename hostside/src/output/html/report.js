@@ -17,7 +17,7 @@
     : n >= 1e3 ? (n / 1e3).toFixed(2) + ' kB' : n + ' B';
   const secs = ns => (ns / 1e9).toFixed(3) + ' s';
   const S = {from: null, to: null, thread: null, func: null, sortKey: 'self', zoom: [], search: '',
-    heapCost: 4, heapZoom: []};
+    heapCost: 4, heapZoom: [], offZoom: []};
   window.crossprof = {state: S, data: D, render: () => render()};
 
   // Weight per stack under the current time and thread selection.
@@ -293,6 +293,24 @@
       $('div', {id: 'heap-flame'}, flame(T, w, S.heapZoom, z => { S.heapZoom = z; render(); })));
   }
 
+  // Where threads waited (rec --off-cpu): nanoseconds per function and a flame graph. The
+  // timeline selection does not apply: waits are not cut into time slices.
+  function offCpuViews(app) {
+    const O = D.off_cpu, T = O.tables, w = O.wait_ns, {rows, sum} = functionRows(T, w);
+    const ms = ns => (ns / 1e6).toFixed(2) + ' ms';
+    app.append($('h2', {}, `Off-CPU: ${ms(sum)} waited (${O.stacks} stacks)`));
+    app.append($('div', {id: 'offcpu-functions'}, sortable([
+      {key: 'self', title: 'Self ns', show: r => r.self},
+      {key: 'selfp', title: 'Self %', show: r => pct(r.self, sum)},
+      {key: 'total', title: 'Total ns', show: r => r.total},
+      {key: 'totalp', title: 'Total %', show: r => pct(r.total, sum)},
+      {key: 'name', title: 'Function', cls: 'name'},
+      {key: 'loc', title: 'Location', cls: 'name'},
+    ], rows.map(r => ({name: T.func_name[r.f], self: r.self, total: r.total, selfp: r.self, totalp: r.total,
+      loc: location(T, r.f, T.func_line[r.f])})), 'total')));
+    app.append($('div', {id: 'offcpu-flame'}, flame(T, w, S.offZoom, z => { S.offZoom = z; render(); })));
+  }
+
   function render() {
     const app = document.getElementById('app');
     app.replaceChildren();
@@ -304,6 +322,7 @@
     app.append(warns);
     if (D.samples > 0) cpuViews(app);
     if (D.heap) heapViews(app);
+    if (D.off_cpu) offCpuViews(app);
     document.body.dataset.rendered = String(Date.now());
   }
   render();
