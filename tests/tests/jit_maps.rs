@@ -89,13 +89,14 @@ fn generated_functions_are_named_from_the_carried_perf_map() {
         assert_eq!(f["self"].as_u64(), Some(truth[k].0), "{name} self");
         assert_eq!(f["total"].as_u64(), Some(truth[k].1), "{name} total");
     }
+    // With the map, no frame in the generated code is missing a name: whatever
+    // `jit-map-missing` still counts are stray frames from the walk, outside the map's ranges.
+    let known: Vec<(u64, u64)> = ranges.iter().map(|&(_, lo, hi)| (lo, hi)).collect();
+    let missing = jit_map_missing(&report);
+    let stray = stray_frames(&recording, &known);
     assert!(
-        !report["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["kind"] == "jit-map-missing"),
-        "{report:#}"
+        missing <= stray,
+        "{missing} unnamed frames, {stray} stray: {report:#}"
     );
     // jit_hot runs three times as long as jit_cold.
     let (hot, cold) = (truth[0].0, truth[1].0);
@@ -166,11 +167,51 @@ fn generated_code_without_a_map_is_a_diagnostic_with_its_frame_count() {
         "too few samples in the generated code: {frames}"
     );
     let report = report_json(&recording, None);
-    let d = report["diagnostics"]
+    // Every frame in the generated code is counted; a frame-pointer walk through it can add
+    // stray frames from the stack, which are counted too.
+    let missing = jit_map_missing(&report);
+    let stray = stray_frames(&recording, &[(lo, hi)]);
+    assert!(
+        frames <= missing && missing <= frames + stray,
+        "{missing} unnamed frames, {frames} in the generated code, {stray} stray: {report:#}"
+    );
+}
+
+/// User frames (per sample, looked up as hostside does: return addresses at address-1) that
+/// lie outside every file the process mapped and outside `known`: what a frame-pointer walk
+/// through generated code (which keeps no frame pointer) picks up from the stack. hostside
+/// counts those as `jit-map-missing` too ("or a damaged stack"), so they bound the count.
+fn stray_frames(recording: &std::path::Path, known: &[(u64, u64)]) -> u64 {
+    let bytes = std::fs::read(recording).unwrap();
+    let mut reader = Reader::new(&bytes).unwrap();
+    let mut files: Vec<(u64, u64)> = Vec::new();
+    let mut chains: Vec<Vec<u64>> = Vec::new();
+    while let Some(r) = reader.next_record() {
+        match r {
+            Record::Mmap(m) if m.path.starts_with('/') => files.push((m.start, m.start + m.len)),
+            Record::Sample(s) => chains.push(s.user_chain),
+            _ => {}
+        }
+    }
+    let inside = |a: u64, r: &[(u64, u64)]| r.iter().any(|&(lo, hi)| lo <= a && a < hi);
+    chains
+        .iter()
+        .flat_map(|c| {
+            c.iter()
+                .enumerate()
+                .map(|(i, &a)| if i == 0 { a } else { a.wrapping_sub(1) })
+        })
+        .filter(|&a| !inside(a, &files) && !inside(a, known))
+        .count() as u64
+}
+
+/// The `jit-map-missing` diagnostic's count, 0 when the report has none.
+fn jit_map_missing(report: &serde_json::Value) -> u64 {
+    report["diagnostics"]
         .as_array()
         .unwrap()
         .iter()
         .find(|d| d["kind"] == "jit-map-missing")
-        .unwrap_or_else(|| panic!("{report:#}"));
-    assert_eq!(d["count"].as_u64(), Some(frames), "{d}");
+        .and_then(|d| d["count"].as_u64())
+        .unwrap_or(0)
 }
