@@ -10,32 +10,7 @@ use crossprof_tests::*;
 
 #[test]
 fn generated_functions_are_named_from_the_carried_perf_map() {
-    let dir = scratch().join("jit");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("jit_map");
-    let o = Command::new("gcc")
-        .args(["-O2", "-g", "-Wl,--build-id"])
-        .arg(source("jit_map.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let recording = dir.join("jit.zst");
-    let out = run_rec(&[
-        "--out",
-        recording.to_str().unwrap(),
-        "--call-graph",
-        "fp",
-        "--",
-        exe.to_str().unwrap(),
-        "300",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (recording, out) = build_and_record("jit", &[]);
     // The program printed its map's path; the map must leave this machine before the report.
     let map_path = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let map = std::fs::read_to_string(&map_path).expect("the program wrote its perf map");
@@ -107,33 +82,7 @@ fn generated_functions_are_named_from_the_carried_perf_map() {
 
 #[test]
 fn generated_code_without_a_map_is_a_diagnostic_with_its_frame_count() {
-    let dir = scratch().join("jit-nomap");
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("jit_map");
-    let o = Command::new("gcc")
-        .args(["-O2", "-g", "-Wl,--build-id"])
-        .arg(source("jit_map.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let recording = dir.join("nomap.zst");
-    let out = run_rec(&[
-        "--out",
-        recording.to_str().unwrap(),
-        "--call-graph",
-        "fp",
-        "--",
-        exe.to_str().unwrap(),
-        "300",
-        "nomap",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (recording, out) = build_and_record("jit-nomap", &["nomap"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let p: Vec<u64> = text
         .split_whitespace()
@@ -175,6 +124,41 @@ fn generated_code_without_a_map_is_a_diagnostic_with_its_frame_count() {
         frames <= missing && missing <= frames + stray,
         "{missing} unnamed frames, {frames} in the generated code, {stray} stray: {report:#}"
     );
+}
+
+/// Builds `jit_map.c` in scratch directory `name` and records it running 300 rounds with
+/// `extra` arguments, in frame-pointer mode; returns the recording and rec's output (the
+/// program prints where its code or map went).
+fn build_and_record(name: &str, extra: &[&str]) -> (std::path::PathBuf, std::process::Output) {
+    let dir = scratch().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("jit_map");
+    let o = Command::new("gcc")
+        .args(["-O2", "-g", "-Wl,--build-id"])
+        .arg(source("jit_map.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recording = dir.join("recording.zst");
+    let mut args = vec![
+        "--out",
+        recording.to_str().unwrap(),
+        "--call-graph",
+        "fp",
+        "--",
+        exe.to_str().unwrap(),
+        "300",
+    ];
+    args.extend_from_slice(extra);
+    let out = run_rec(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (recording, out)
 }
 
 /// User frames (per sample, looked up as hostside does: return addresses at address-1) that
