@@ -2,9 +2,12 @@
 //! [`crate::space`] module for why), gimli's CFI evaluation where framehop's answer cannot
 //! be trusted.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 
-use crate::arch::Architecture;
+use crate::arch::{Architecture, UnwindState};
 use crate::bytes::Section;
 use crate::cfi::CallerRegs;
 use crate::outcome::{CutShort, Outcome};
@@ -56,6 +59,24 @@ enum Plan {
 pub struct FramehopState<U, C> {
     pub(crate) unwinder: U,
     pub(crate) cache: Box<C>,
+}
+
+impl<U, C> UnwindState for FramehopState<U, C>
+where
+    U: Unwinder<Module = Module<Data>> + Default,
+    C: Default,
+{
+    fn new() -> Self {
+        FramehopState {
+            unwinder: U::default(),
+            cache: Box::default(),
+        }
+    }
+
+    fn add_module(&mut self, name: &str, avma: Range<u64>, bias: u64, s: &Arc<UnwindSections>) {
+        self.unwinder
+            .add_module(Module::new(name.to_string(), avma, bias, section_info(s)));
+    }
 }
 
 /// An architecture framehop unwinds: its register type and how the checks and gimli's

@@ -47,7 +47,7 @@ mod sections;
 mod space;
 mod stack;
 
-pub use arch::Architecture;
+pub use arch::{Architecture, UnwindState};
 pub use bytes::SharedFile;
 pub use outcome::{CutShort, Outcome};
 pub use regs::Registers;

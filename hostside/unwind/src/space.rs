@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::arch::{Architecture, SignalFrame};
+use crate::arch::{Architecture, SignalFrame, UnwindState};
 use crate::outcome::{CutShort, Outcome};
 use crate::regs::Registers;
 use crate::sections::UnwindSections;
@@ -46,7 +46,7 @@ impl<A: Architecture> AddressSpace<A> {
     /// An empty address space; `big_endian` is the recording's byte order.
     pub fn new(big_endian: bool) -> AddressSpace<A> {
         AddressSpace {
-            state: A::new_state(),
+            state: A::State::new(),
             big_endian,
             max_avma: 0,
             code: Vec::new(),
@@ -60,7 +60,7 @@ impl<A: Architecture> AddressSpace<A> {
         self.max_avma = self.max_avma.max(avma.end);
         self.add_mapping(avma.clone());
         self.code.push((avma.clone(), bias, s.clone()));
-        A::add_module(&mut self.state, name, avma, bias, s);
+        self.state.add_module(name, avma, bias, s);
     }
 
     /// Adds an executable mapping whose module has no usable unwind tables (missing from the

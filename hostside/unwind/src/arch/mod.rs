@@ -87,19 +87,7 @@ pub trait Architecture: Sized + 'static {
 
     /// The per-address-space unwinder state (framehop's unwinder and rule cache on x86_64
     /// and AArch64; nothing for the walks that look modules up in the address space).
-    type State;
-
-    /// A fresh state for an empty address space.
-    fn new_state() -> Self::State;
-
-    /// Tells the state about a module mapped at `avma` with load `bias`.
-    fn add_module(
-        state: &mut Self::State,
-        name: &str,
-        avma: Range<u64>,
-        bias: u64,
-        s: &Arc<UnwindSections>,
-    );
+    type State: UnwindState;
 
     /// Unwinds one sample (see [`AddressSpace::unwind`], which checks the sampled address
     /// first).
@@ -109,4 +97,22 @@ pub trait Architecture: Sized + 'static {
         stack: &[u8],
         out: &mut Vec<u64>,
     ) -> Outcome;
+}
+
+/// What an address space keeps for its architecture's walk, told about each module as it is
+/// mapped. One implementation per kind of walk (framehop's, and the stateless DWARF/EHABI
+/// walks), not per architecture: architectures sharing a walk share its state.
+pub trait UnwindState {
+    /// A fresh state for an empty address space.
+    fn new() -> Self;
+
+    /// Tells the state about a module mapped at `avma` with load `bias`.
+    fn add_module(&mut self, name: &str, avma: Range<u64>, bias: u64, s: &Arc<UnwindSections>);
+}
+
+/// The walks that find modules through the address space itself keep nothing.
+impl UnwindState for () {
+    fn new() {}
+
+    fn add_module(&mut self, _: &str, _: Range<u64>, _: u64, _: &Arc<UnwindSections>) {}
 }

@@ -1,18 +1,13 @@
 //! 64-bit ARM: unwound by framehop from `.eh_frame`, checked and completed by gimli (see
 //! the `space` module); return addresses lose their pointer-authentication bits.
 
-use std::ops::Range;
-use std::sync::Arc;
-
 use crossprof_format::Arch;
 use framehop::aarch64::{CacheAarch64, UnwinderAarch64};
-use framehop::{Module, Unwinder};
 
 use super::{Architecture, Trampoline};
 use crate::framehop_walk::{self, Data, FramehopState};
 use crate::outcome::Outcome;
 use crate::regs::Registers;
-use crate::sections::UnwindSections;
 use crate::space::AddressSpace;
 
 mod signal;
@@ -31,26 +26,6 @@ impl Architecture for Aarch64 {
     const SIGNAL_TRAMPOLINES: &'static [Trampoline] = signal::TRAMPOLINES;
 
     type State = FramehopState<UnwinderAarch64<Data>, CacheAarch64>;
-
-    fn new_state() -> Self::State {
-        FramehopState {
-            unwinder: UnwinderAarch64::new(),
-            cache: Box::new(CacheAarch64::new()),
-        }
-    }
-
-    fn add_module(
-        state: &mut Self::State,
-        name: &str,
-        avma: Range<u64>,
-        bias: u64,
-        s: &Arc<UnwindSections>,
-    ) {
-        let info = framehop_walk::section_info(s);
-        state
-            .unwinder
-            .add_module(Module::new(name.to_string(), avma, bias, info));
-    }
 
     fn unwind(
         space: &mut AddressSpace<Self>,

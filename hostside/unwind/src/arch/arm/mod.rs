@@ -8,15 +8,11 @@
 //! adjust the stack pointer" instructions (ARM IHI 0038, section 10). Code no table covers
 //! (libgcc's helpers, linked statically) is unwound by prologue analysis.
 
-use std::ops::Range;
-use std::sync::Arc;
-
 use crossprof_format::Arch;
 
 use super::{Architecture, Trampoline};
 use crate::outcome::Outcome;
 use crate::regs::Registers;
-use crate::sections::UnwindSections;
 use crate::space::AddressSpace;
 
 mod exidx;
@@ -44,10 +40,6 @@ impl Architecture for Arm {
     const SIGNAL_TRAMPOLINES: &'static [Trampoline] = signal::TRAMPOLINES;
 
     type State = ();
-
-    fn new_state() {}
-
-    fn add_module(_: &mut (), _: &str, _: Range<u64>, _: u64, _: &Arc<UnwindSections>) {}
 
     fn unwind(
         space: &mut AddressSpace<Self>,

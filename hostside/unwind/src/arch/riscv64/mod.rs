@@ -1,15 +1,11 @@
 //! 64-bit RISC-V: DWARF CFI evaluated by gimli (framehop does not cover it); signal frames
 //! through the vDSO's `__vdso_rt_sigreturn`.
 
-use std::ops::Range;
-use std::sync::Arc;
-
 use crossprof_format::Arch;
 
 use super::{Architecture, Trampoline};
 use crate::outcome::Outcome;
 use crate::regs::Registers;
-use crate::sections::UnwindSections;
 use crate::space::AddressSpace;
 
 mod signal;
@@ -28,10 +24,6 @@ impl Architecture for Riscv64 {
     const SIGNAL_TRAMPOLINES: &'static [Trampoline] = signal::TRAMPOLINES;
 
     type State = ();
-
-    fn new_state() {}
-
-    fn add_module(_: &mut (), _: &str, _: Range<u64>, _: u64, _: &Arc<UnwindSections>) {}
 
     fn unwind(
         space: &mut AddressSpace<Self>,

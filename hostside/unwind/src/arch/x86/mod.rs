@@ -1,14 +1,10 @@
 //! 32-bit x86 (i686): DWARF CFI evaluated by gimli (framehop does not cover it).
 
-use std::ops::Range;
-use std::sync::Arc;
-
 use crossprof_format::Arch;
 
 use super::{Architecture, Trampoline};
 use crate::outcome::Outcome;
 use crate::regs::Registers;
-use crate::sections::UnwindSections;
 use crate::space::AddressSpace;
 
 mod signal;
@@ -27,10 +23,6 @@ impl Architecture for X86 {
     const SIGNAL_TRAMPOLINES: &'static [Trampoline] = signal::TRAMPOLINES;
 
     type State = ();
-
-    fn new_state() {}
-
-    fn add_module(_: &mut (), _: &str, _: Range<u64>, _: u64, _: &Arc<UnwindSections>) {}
 
     fn unwind(
         space: &mut AddressSpace<Self>,

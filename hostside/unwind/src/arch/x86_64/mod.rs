@@ -1,18 +1,13 @@
 //! 64-bit x86: unwound by framehop from `.eh_frame`, checked and completed by gimli (see
 //! the `space` module).
 
-use std::ops::Range;
-use std::sync::Arc;
-
 use crossprof_format::Arch;
 use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
-use framehop::{Module, Unwinder};
 
 use super::{Architecture, Trampoline};
 use crate::framehop_walk::{self, Data, FramehopState};
 use crate::outcome::Outcome;
 use crate::regs::Registers;
-use crate::sections::UnwindSections;
 use crate::space::AddressSpace;
 
 mod signal;
@@ -31,26 +26,6 @@ impl Architecture for X86_64 {
     const SIGNAL_TRAMPOLINES: &'static [Trampoline] = signal::TRAMPOLINES;
 
     type State = FramehopState<UnwinderX86_64<Data>, CacheX86_64>;
-
-    fn new_state() -> Self::State {
-        FramehopState {
-            unwinder: UnwinderX86_64::new(),
-            cache: Box::new(CacheX86_64::new()),
-        }
-    }
-
-    fn add_module(
-        state: &mut Self::State,
-        name: &str,
-        avma: Range<u64>,
-        bias: u64,
-        s: &Arc<UnwindSections>,
-    ) {
-        let info = framehop_walk::section_info(s);
-        state
-            .unwinder
-            .add_module(Module::new(name.to_string(), avma, bias, info));
-    }
 
     fn unwind(
         space: &mut AddressSpace<Self>,
