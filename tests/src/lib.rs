@@ -62,15 +62,44 @@ pub fn hostside() -> PathBuf {
 }
 
 /// A scratch directory that lives as long as the test process.
+///
+/// A `static` is never dropped, so the directory outlives the process; its name carries the
+/// process id, and the first test of each process removes the directories of processes that
+/// are gone (finished, failed or killed test runs alike).
 pub fn scratch() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
+        remove_stale_scratch();
         tempfile::Builder::new()
-            .prefix("crossprof-e2e-")
+            .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
             .tempdir()
             .expect("temp dir")
     })
     .path()
+}
+
+const SCRATCH_PREFIX: &str = "crossprof-e2e-";
+
+/// Removes scratch directories whose test process no longer runs. Directories from before the
+/// names carried a process id are left alone: nothing tells whether they are in use.
+fn remove_stale_scratch() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// A ground-truth program as built for a test.
