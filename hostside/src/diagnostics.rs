@@ -280,7 +280,8 @@ fn some_paths(list: &[&ModuleInfo]) -> String {
 
 fn modules(all: &[ModuleInfo], add: &mut impl FnMut(Kind, u64, String)) {
     let with = |f: &dyn Fn(&ModuleInfo) -> bool| all.iter().filter(|m| f(m)).collect::<Vec<_>>();
-    let missing = with(&|m| m.located.match_kind == MatchKind::Missing);
+    // A missing module no frame fell in changes nothing in the report: not a fallback.
+    let missing = with(&|m| m.located.match_kind == MatchKind::Missing && m.addresses > 0);
     add(
         Kind::ModuleMissing,
         missing.len() as u64,
@@ -460,5 +461,48 @@ mod tests {
             ]
         );
         assert!(d[7].message.contains("/lib/libx.so: bad section"));
+    }
+
+    fn missing(path: &str, addresses: u64) -> ModuleInfo {
+        ModuleInfo {
+            key: crate::processes::ModuleKey {
+                path: path.into(),
+                build_id: vec![1, 2],
+            },
+            located: crossprof_symbols::Located {
+                match_kind: MatchKind::Missing,
+                image: None,
+                debug_file: None,
+                origin: crossprof_symbols::Origin::Path,
+            },
+            load_error: None,
+            dwarf_error: None,
+            dwarf_disabled: false,
+            warnings: Vec::new(),
+            fetch_error: None,
+            addresses,
+        }
+    }
+
+    #[test]
+    fn a_missing_module_no_frame_fell_in_is_no_fallback() {
+        let modules = [
+            missing("/usr/lib/libgcc_s.so.1", 0),
+            missing("/usr/lib/libdeep.so", 12),
+        ];
+        let d = gather(&Sources {
+            bytes_discarded: 0,
+            lost: &BTreeMap::new(),
+            modules: &modules,
+            vdso_error: None,
+            unwind: &UnwindStats::default(),
+            unwind_errors: &[],
+            unmapped_frames: 0,
+            heap: None,
+        });
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!((d[0].kind, d[0].count), (Kind::ModuleMissing, 1));
+        assert!(d[0].message.contains("libdeep.so"));
+        assert!(!d[0].message.contains("libgcc_s"));
     }
 }

@@ -178,6 +178,7 @@ impl Loaded {
                     debug_file: m.located.debug_file,
                     match_kind: m.located.match_kind,
                     origin: m.located.origin,
+                    addresses: m.addresses,
                 })
                 .collect(),
             names: self.processes.final_names(),

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use crossprof_symbols::{
@@ -33,6 +34,9 @@ pub struct ModuleInfo {
     pub warnings: Vec<String>,
     /// Why fetching it from debuginfod failed, if it was tried and failed.
     pub fetch_error: Option<String>,
+    /// Distinct code addresses of the profile that fell in it. A module that is missing but
+    /// holds none costs the report nothing (an `LD_PRELOAD`ed library that never ran, say).
+    pub addresses: u64,
 }
 
 /// Resolves addresses of one recording.
@@ -40,6 +44,8 @@ pub struct Resolver {
     located: Vec<Located>,
     keys: Vec<ModuleKey>,
     loaded: Vec<OnceLock<Result<Module, String>>>,
+    /// Distinct addresses resolved in each module.
+    addresses: Vec<AtomicU64>,
     vdso: Option<Module>,
     /// Why the vDSO image copied from the board could not be parsed, if it could not.
     vdso_error: Option<String>,
@@ -78,6 +84,11 @@ impl Resolver {
             .collect::<Vec<_>>();
         let located = find_elsewhere(processes, lookup, located);
         let loaded = processes.modules.iter().map(|_| OnceLock::new()).collect();
+        let addresses = processes
+            .modules
+            .iter()
+            .map(|_| AtomicU64::new(0))
+            .collect();
         let (vdso, vdso_error) = match processes
             .vdso
             .as_ref()
@@ -93,6 +104,7 @@ impl Resolver {
             located,
             keys: processes.modules.clone(),
             loaded,
+            addresses,
             vdso,
             vdso_error,
             kallsyms,
@@ -159,6 +171,7 @@ impl Resolver {
                         .as_ref()
                         .and_then(|r| r.fetched(i))
                         .and_then(|f| f.error.clone()),
+                    addresses: self.addresses[i].load(Ordering::Relaxed),
                 }
             })
             .collect()
@@ -234,6 +247,7 @@ impl Resolver {
 
     fn frames_at(&self, p: Placed) -> Vec<Frame> {
         let key = &self.keys[p.module];
+        self.addresses[p.module].fetch_add(1, Ordering::Relaxed);
         let found = self.module(p.module).and_then(|m| {
             let svma = if key.path == "[vdso]" {
                 m.offset_to_svma(p.file_offset).unwrap_or(p.file_offset)

@@ -171,6 +171,12 @@ fn damaged_debug_file_missing_module_and_cut_short_stacks_are_each_listed() {
             .map(|m| m["match"].as_str().unwrap().to_string())
     };
     assert_eq!(matched("/libdeep.so").as_deref(), Some("missing"));
+    // Every sample's leaf lies in it: the report says how many distinct addresses it cost.
+    let libdeep = modules
+        .iter()
+        .find(|m| m["path"].as_str().unwrap().ends_with("/libdeep.so"))
+        .unwrap();
+    assert!(libdeep["addresses"].as_u64().unwrap() > 0, "{libdeep}");
     assert_eq!(matched("/board/deep").as_deref(), Some("build-id"));
 
     let diags = json_diagnostics(&report);

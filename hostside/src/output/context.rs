@@ -23,6 +23,9 @@ pub struct ModuleRow {
     pub match_kind: MatchKind,
     /// How the files were found (board path, build-id index, debuginfod).
     pub origin: Origin,
+    /// Distinct code addresses of the profile in this module (see
+    /// [`crate::resolve::ModuleInfo::addresses`]).
+    pub addresses: u64,
 }
 
 /// What a report says about the recording around its profile.

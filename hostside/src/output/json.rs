@@ -37,6 +37,7 @@ pub fn report(
                 debug_file: m.debug_file.as_ref().map(|p| p.display().to_string()),
                 match_kind: m.match_kind.as_str().to_string(),
                 found_by: m.origin.as_str().to_string(),
+                addresses: m.addresses,
             })
             .collect(),
         diagnostics: ctx.diagnostics.clone(),
@@ -130,6 +131,9 @@ pub struct ModuleJson {
     /// `index` (by build-id elsewhere in the sysroot, a debug dir or a search dir) or
     /// `debuginfod`.
     pub found_by: String,
+    /// Distinct code addresses of the profile that fell in the module: a missing module with
+    /// none costs the report nothing.
+    pub addresses: u64,
 }
 
 /// The `cpu` section.

@@ -82,7 +82,19 @@ pub fn header(out: &mut dyn Write, ctx: &ReportContext, events: &str) -> io::Res
         .iter()
         .filter(|m| matches!(m.match_kind, MatchKind::Mismatch | MatchKind::Missing))
     {
-        writeln!(out, "            {}: {}", m.match_kind.as_str(), m.path)?;
+        // Say what each costs: a module no frame fell in is harmless (a preloaded library
+        // that never ran), one with frames leaves them as addresses.
+        let cost = match m.addresses {
+            0 => "no frames in it".to_string(),
+            1 => "1 address".to_string(),
+            n => format!("{n} addresses"),
+        };
+        writeln!(
+            out,
+            "            {}: {} ({cost})",
+            m.match_kind.as_str(),
+            m.path
+        )?;
     }
     // Files found away from the board path: say where, so a surprising match can be checked.
     for m in modules.iter().filter(|m| m.origin != Origin::Path) {
