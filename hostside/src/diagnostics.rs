@@ -50,6 +50,9 @@ pub enum Kind {
     AttachEnableFailed,
     /// Heap interposer rings `rec` refused or could not read (count: rings).
     HeapRingsUnreadable,
+    /// `rec -a` met more processes at once than it tracks, and did not read their maps from
+    /// /proc (count: processes).
+    ProcessesUntracked,
     /// Modules not found in the sysroot (count: modules).
     ModuleMissing,
     /// Modules whose sysroot file has another build-id (count: modules).
@@ -101,6 +104,7 @@ impl Kind {
             Kind::RingResync => "ring-resync",
             Kind::AttachEnableFailed => "attach-enable-failed",
             Kind::HeapRingsUnreadable => "heap-rings-unreadable",
+            Kind::ProcessesUntracked => "processes-untracked",
             Kind::ModuleMissing => "module-missing",
             Kind::ModuleMismatch => "module-mismatch",
             Kind::ModuleLoadFailed => "module-load-failed",
@@ -211,6 +215,14 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
         lost("heap-rings-unreadable"),
         "heap interposer rings rec refused or could not read (a libcrossprof_heap.so from \
          another release? see CROSSPROF_HEAP_LIB): those processes' heap events are missing"
+            .into(),
+    );
+    add(
+        Kind::ProcessesUntracked,
+        lost("untracked-process"),
+        "rec -a met more processes at once than it keeps track of and did not read their \
+         memory maps: samples of those processes that started before the recording are \
+         unsymbolized"
             .into(),
     );
     modules(src.modules, &mut add);

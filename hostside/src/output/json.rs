@@ -63,6 +63,7 @@ pub fn report(
                     }
                 })
                 .collect(),
+            processes: crate::output::process_table::rows(cpu, &ctx.names),
             threads: cpu
                 .threads
                 .iter()
@@ -148,6 +149,8 @@ pub struct CpuJson {
     pub unsymbolized_frames: u64,
     /// Functions by self samples.
     pub functions: Vec<FunctionJson>,
+    /// Samples per process, most first (`rec -a` recordings hold every process).
+    pub processes: Vec<crate::output::process_table::ProcessJson>,
     /// Samples per thread.
     pub threads: Vec<ThreadJson>,
     /// How stack-copy samples unwound (`rec --call-graph dwarf`); absent for fp recordings.

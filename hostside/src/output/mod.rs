@@ -15,4 +15,5 @@ pub mod info;
 pub mod json;
 pub mod leak_check;
 pub mod off_cpu;
+pub mod process_table;
 pub mod text;

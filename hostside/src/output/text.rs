@@ -240,6 +240,8 @@ pub fn cpu_report(
             )?;
         }
     }
+    let processes = crate::output::process_table::rows(cpu, &ctx.names);
+    crate::output::process_table::print(out, &processes, top)?;
     writeln!(out, "\nThreads")?;
     for t in cpu.threads.iter().take(top) {
         writeln!(

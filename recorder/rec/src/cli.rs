@@ -13,6 +13,9 @@ rec: record CPU samples on this board for analysis elsewhere with `hostside`.
 Usage:
   rec [OPTIONS] [--] COMMAND [ARGS...]   launch COMMAND and record it and all its children
   rec [OPTIONS] -p PID                   attach to a running process and all its threads
+  rec [OPTIONS] -a                       every process on the board, on every CPU, until
+                                         --duration or SIGINT/SIGTERM (needs root,
+                                         CAP_PERFMON or perf_event_paranoid <= 0)
   rec --check [--out FILE]               what this board allows (perf events, paranoid level,
                                          kptr_restrict, a PMU, tracefs, free space) and what
                                          to do about it
@@ -56,6 +59,9 @@ Options:
       --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
                         (up to 5 s to exit; rec returns its status)
   -p, --pid PID         record an existing process instead of launching one
+  -a, --all-cpus        record every process (system-wide, one event per CPU) with the
+                        maps and build-ids of every process seen; hostside report then
+                        lists each process's share
   -h, --help            print this help
   -V, --version         print the version
 
@@ -69,6 +75,7 @@ launched COMMAND first).
 Examples:
   rec --out /tmp/t.zst ./app --its-args
   rec -F 4999 --duration 10 -p $(pidof daemon)
+  rec -a --duration 30 --out /tmp/all.zst  # then: hostside report all.zst (per process)
   rec --heap --no-cpu --out /tmp/h.zst ./app
   rec --off-cpu --out /tmp/w.zst ./app     # then: hostside report --off-cpu w.zst
 ";
@@ -80,6 +87,8 @@ pub enum Target {
     Launch(Vec<OsString>),
     /// Attach to this process.
     Attach(u32),
+    /// Every process on the board (`-a`), until `--duration` or a signal.
+    System,
 }
 
 /// How user call stacks are captured.
@@ -195,6 +204,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut off_cpu = false;
     let mut events = vec![Kind::CpuClock];
     let mut check = false;
+    let mut all = false;
     let err = |e: lexopt::Error| e.to_string();
     while let Some(arg) = p.next().map_err(err)? {
         match arg {
@@ -234,6 +244,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             Short('p') | Long("pid") => {
                 pid = Some(p.value().map_err(err)?.parse::<u32>().map_err(err)?)
             }
+            Short('a') | Long("all-cpus") => all = true,
             Short('h') | Long("help") => return Ok(Parsed::Print(HELP.into())),
             Short('V') | Long("version") => {
                 return Ok(Parsed::Print(format!(
@@ -251,14 +262,21 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if check {
         return Ok(Parsed::Check(out));
     }
-    let target = match (pid, command.is_empty()) {
-        (Some(_), false) => return Err("give either -p PID or a COMMAND, not both".into()),
-        (Some(pid), true) => Target::Attach(pid),
-        (None, false) => Target::Launch(command),
-        (None, true) => {
-            return Err("nothing to record: give a COMMAND or -p PID (see rec --help)".into())
+    let target = match (pid, command.is_empty(), all) {
+        (Some(_), false, _) => return Err("give either -p PID or a COMMAND, not both".into()),
+        (_, _, true) if pid.is_some() || !command.is_empty() => {
+            return Err("-a records every process: give no COMMAND or -p PID with it".into())
+        }
+        (None, true, true) => Target::System,
+        (Some(pid), true, _) => Target::Attach(pid),
+        (None, false, _) => Target::Launch(command),
+        (None, true, false) => {
+            return Err("nothing to record: give a COMMAND, -p PID or -a (see rec --help)".into())
         }
     };
+    if heap && target == Target::System {
+        return Err("--heap cannot record every process (-a): the heap library must be preloaded into a launched COMMAND".into());
+    }
     if heap && matches!(target, Target::Attach(_)) {
         return Err("--heap cannot attach to a running process (-p): the heap library must be preloaded at start; launch the COMMAND under rec --heap".into());
     }
@@ -369,6 +387,16 @@ mod tests {
         assert_eq!(o.events, vec![Kind::MinorFaults, Kind::CpuClock]);
         assert!(run(&["-e", "bogus", "./app"]).is_err());
         assert!(run(&["--off-cpu", "-e", "cs", "./app"]).is_err());
+    }
+
+    #[test]
+    fn system_wide() {
+        let o = run(&["-a", "--duration", "2"]).unwrap();
+        assert_eq!(o.target, Target::System);
+        assert_eq!(run(&["--all-cpus"]).unwrap().target, Target::System);
+        assert!(run(&["-a", "./app"]).unwrap_err().contains("-a"));
+        assert!(run(&["-a", "-p", "1"]).is_err());
+        assert!(run(&["-a", "--heap"]).unwrap_err().contains("--heap"));
     }
 
     #[test]

@@ -12,6 +12,9 @@ pub enum RecError {
     NoSuchProcess(u32),
     /// The kernel refused sampling for lack of permission.
     Paranoid(Option<i32>),
+    /// `rec -a` without the right to sample every process (root, CAP_PERFMON or
+    /// `perf_event_paranoid` at most 0).
+    SystemWide(Option<i32>),
     /// The kernel has no perf events.
     NoPerf(io::Error),
     /// A hardware event was asked for and the board has no PMU the kernel can sample.
@@ -41,6 +44,13 @@ impl fmt::Display for RecError {
                     f,
                     "the kernel forbids sampling (kernel.perf_event_paranoid is {now}): run rec as root, \
                      or allow it with `sysctl -w kernel.perf_event_paranoid=1` (2 still allows user-space samples of your own processes)"
+                )
+            }
+            RecError::SystemWide(level) => {
+                let now = level.map_or("unknown".to_string(), |l| l.to_string());
+                write!(
+                    f,
+                    "-a: recording every process needs root, CAP_PERFMON or kernel.perf_event_paranoid <= 0 (it is {now}): run rec -a as root, or `sysctl -w kernel.perf_event_paranoid=0`"
                 )
             }
             RecError::NoPerf(e) => write!(

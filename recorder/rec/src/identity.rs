@@ -24,6 +24,10 @@ struct Identity {
     fingerprint: u64,
 }
 
+/// At most this many paths are cached (a few hundred bytes each): a long `rec -a` on a board
+/// that maps ever new files must not grow without bound. A full cache starts over.
+const MAX_CACHED: usize = 4096;
+
 /// Cache of file identities by path.
 #[derive(Default)]
 pub struct Identities {
@@ -36,6 +40,9 @@ impl Identities {
     pub fn fill(&mut self, m: &mut Mmap, root: Option<&str>) {
         if m.path.is_empty() || m.path.starts_with('[') || m.path.starts_with("//") {
             return;
+        }
+        if self.cache.len() >= MAX_CACHED && !self.cache.contains_key(&m.path) {
+            self.cache.clear();
         }
         let id = self
             .cache

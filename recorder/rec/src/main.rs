@@ -14,6 +14,7 @@ mod perf;
 mod procfs;
 mod session;
 mod signals;
+mod system_wide;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -12,8 +12,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use crossprof_format::{
-    Arch, Blob, Comm, End, EventSample, FrameWriter, Header, HeapEvent, Lost, Record,
-    FORMAT_VERSION,
+    Arch, Blob, End, EventSample, FrameWriter, Header, HeapEvent, Lost, Record, FORMAT_VERSION,
 };
 
 use crate::cli::{Options, Target};
@@ -26,6 +25,7 @@ use crate::perf::events::{self, Events};
 use crate::perf::parse;
 use crate::procfs;
 use crate::signals;
+use crate::system_wide::{self, Tracker};
 
 /// How long the main loop sleeps at most between drains.
 const POLL_MS: i32 = 100;
@@ -63,6 +63,8 @@ struct Output {
     kernel_addrs: HashSet<u64>,
     /// The JIT maps of recorded processes, taken when each exits.
     jit: jit::JitMaps,
+    /// With `-a`: the processes whose maps are known, to read those of newcomers from /proc.
+    procs: Option<Tracker>,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -107,6 +109,9 @@ impl Output {
 
     /// Handles one decoded kernel record.
     fn record(&mut self, r: Record) {
+        if let Some(pid) = self.procs.as_mut().and_then(|t| t.first_seen(&r)) {
+            system_wide::snapshot(self, pid);
+        }
         match r {
             Record::Sample(ref smp) => {
                 self.samples += 1;
@@ -191,6 +196,7 @@ fn header(opts: &Options, kernel: bool, events: &Events) -> Header {
     let command = match &opts.target {
         Target::Launch(c) => c.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
         Target::Attach(pid) => vec!["-p".into(), pid.to_string()],
+        Target::System => vec!["-a".into()],
     };
     Header {
         format_version: FORMAT_VERSION,
@@ -255,27 +261,6 @@ fn write_kallsyms(out: &mut Output) {
             addr: 0,
             data,
         }));
-    }
-}
-
-/// Writes the current threads and executable mappings of an attached process.
-fn snapshot(out: &mut Output, pid: u32) {
-    let now = monotonic_ns();
-    for tid in procfs::threads(pid).unwrap_or_default() {
-        out.record(Record::Comm(Comm {
-            time: now,
-            pid,
-            tid,
-            comm: procfs::comm(pid, tid),
-            exec: false,
-        }));
-    }
-    for m in procfs::maps(pid).unwrap_or_default() {
-        let exec = m.prot & libc::PROT_EXEC as u32 != 0;
-        if !exec || m.path.is_empty() {
-            continue;
-        }
-        out.record(Record::Mmap(m.into_mmap(pid, now)));
     }
 }
 
@@ -383,6 +368,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
             }
             (events::for_attach(*pid, &request)?, None)
         }
+        Target::System => (events::for_system(&request)?, None),
     };
     let kernel = events.settings.kernel;
     let writer = FrameWriter::new(file, &header(opts, kernel, &events))
@@ -396,11 +382,12 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         identities: Identities::default(),
         kernel_addrs: HashSet::new(),
         jit: jit::JitMaps::default(),
+        procs: (opts.target == Target::System).then(Tracker::default),
     };
     write_vdso(&mut out);
     match (&opts.target, child.as_mut()) {
         (Target::Attach(pid), _) => {
-            snapshot(&mut out, *pid);
+            system_wide::snapshot(&mut out, *pid);
             signals::install(None);
             let failed = events
                 .fds
@@ -424,6 +411,12 @@ fn start(opts: &Options) -> Result<Live, RecError> {
                 reap(c.pid);
                 return Err(e);
             }
+        }
+        (Target::System, _) => {
+            signals::install(None);
+            let mut t = out.procs.take().unwrap_or_default();
+            system_wide::snapshot_all(&mut out, &mut t);
+            out.procs = Some(t);
         }
         (Target::Launch(_), None) => unreachable!("a launch always has a child"),
     }
@@ -499,7 +492,11 @@ fn record(opts: &Options, live: &mut Live) -> i32 {
             }
             None => {
                 let Target::Attach(pid) = opts.target else {
-                    return 0;
+                    // -a: until the duration is up or a signal asks.
+                    if stop {
+                        return 0;
+                    }
+                    continue;
                 };
                 // SAFETY: signal 0 only checks that the process exists.
                 let gone = unsafe { libc::kill(pid as i32, 0) } != 0
@@ -527,6 +524,8 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
         h.finish(&mut out);
         out.lost("heap-rings-unreadable", h.bad_rings());
     }
+    let untracked = out.procs.as_ref().map_or(0, |t| t.untracked);
+    out.lost("untracked-process", untracked);
     write_kallsyms(&mut out);
     for map in out.jit.take_all(monotonic_ns()) {
         out.push(&map);

@@ -109,7 +109,9 @@ pub struct Lost {
     /// could not decode), `resync` (perf rings skipped to their head after an impossible
     /// record header; the count is of resynchronizations) and `enable-failed` (perf events
     /// that could not be enabled when attaching) and `heap-rings-unreadable` (interposer rings
-    /// rec refused or could not read: those processes' heap events are missing).
+    /// rec refused or could not read: those processes' heap events are missing) and
+    /// `untracked-process` (`rec -a` met more processes at once than it tracks and did not
+    /// read their maps from /proc).
     pub kind: String,
 }
 

@@ -284,6 +284,18 @@ pub fn for_attach(pid: u32, req: &Request) -> Result<Events, RecError> {
     open(&tids, req, false, pid)
 }
 
+/// The "thread" of events that watch every task on their CPU: pid -1 to the kernel.
+const ALL_TASKS: u32 = u32::MAX;
+
+/// Events for every process on the board (`rec -a`): one per CPU, for all tasks (pid -1), as
+/// `perf record -a` opens them. The kernel allows that only with kernel profiling rights.
+pub fn for_system(req: &Request) -> Result<Events, RecError> {
+    open(&[ALL_TASKS], req, false, ALL_TASKS).map_err(|e| match e {
+        RecError::Paranoid(level) => RecError::SystemWide(level),
+        e => e,
+    })
+}
+
 fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, RecError> {
     let page_size = procfs::page_size();
     let cpus = procfs::online_cpus();
