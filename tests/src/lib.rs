@@ -8,6 +8,7 @@
 
 pub mod boards;
 pub mod consumers;
+pub mod fixtures;
 pub mod heap_parity;
 pub mod heaptrack;
 pub mod perf;
@@ -121,7 +122,8 @@ pub fn source(name: &str) -> PathBuf {
     root().join("tests/programs").join(name)
 }
 
-fn run_ok(cmd: &mut Command) {
+/// Runs `cmd` and fails the test, with its standard error, unless it succeeds.
+pub fn run_ok(cmd: &mut Command) {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));

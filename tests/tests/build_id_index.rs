@@ -20,16 +20,8 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let program = build("cpu_split.c", "index-scratch", C_FP);
-        let recording = scratch().join("index.zst");
-        record(
-            &recording,
-            &["--call-graph", "fp"],
-            &[program.board.to_str().unwrap(), "800"],
-        );
-        let mirror = program.sysroot.clone();
-        add_system_libs(&mirror, &program.board);
-        add_host_debug_files(&mirror);
+        let (program, recording) = fixtures::recorded_cpu_split("index-scratch");
+        let mirror = fixtures::mirror_sysroot(&program);
         Fixture {
             program,
             recording,

@@ -38,16 +38,8 @@ fn build_id_hex(path: &Path) -> String {
 fn run() -> &'static Run {
     static R: OnceLock<Run> = OnceLock::new();
     R.get_or_init(|| {
-        let program = build("cpu_split.c", "dbgd", C_FP);
-        let recording = scratch().join("dbgd.zst");
-        record(
-            &recording,
-            &["--call-graph", "fp"],
-            &[program.board.to_str().unwrap(), "800"],
-        );
-        let mirror = program.sysroot.clone();
-        add_system_libs(&mirror, &program.board);
-        add_host_debug_files(&mirror);
+        let (program, recording) = fixtures::recorded_cpu_split("dbgd");
+        let mirror = fixtures::mirror_sysroot(&program);
         let reference = report_json(&recording, Some(&mirror));
         // The host lacks the board's binary from now on.
         std::fs::rename(&program.board, program.board.with_extension("away")).unwrap();

@@ -12,15 +12,6 @@ use std::sync::OnceLock;
 use crossprof_tests::*;
 use serde_json::Value;
 
-fn sh(cmd: &mut Command) {
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// The file offset and size of section `name` of `path`, from `objdump -h`.
 fn section(path: &Path, name: &str) -> (usize, usize) {
     let out = Command::new("objdump")
@@ -74,39 +65,14 @@ struct Damaged {
 fn damaged() -> &'static Damaged {
     static D: OnceLock<Damaged> = OnceLock::new();
     D.get_or_init(|| {
-        let dir = scratch().join("diagnostics");
-        let board_dir = dir.join("board");
-        let sysroot = dir.join("sysroot");
-        let sys_dir = sysroot.join(board_dir.strip_prefix("/").unwrap());
-        let built = dir.join("built");
-        for d in [&board_dir, &sys_dir, &built] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        sh(Command::new("gcc")
-            .args(["-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id"])
-            .arg(source("deep_lib.c"))
-            .arg("-o")
-            .arg(built.join("libdeep.so")));
-        sh(Command::new("gcc")
-            .args(["-O2", "-g", "-Wl,--build-id"])
-            .arg(source("deep.c"))
-            .arg(format!("-L{}", built.display()))
-            .arg("-ldeep")
-            .arg(format!("-Wl,-rpath,{}", board_dir.display()))
-            .arg("-o")
-            .arg(built.join("deep")));
-        for f in ["libdeep.so", "deep"] {
-            sh(Command::new("strip")
-                .arg("-o")
-                .arg(board_dir.join(f))
-                .arg(built.join(f)));
-        }
-        std::fs::copy(built.join("deep"), sys_dir.join("deep")).unwrap();
+        let fixtures::DeepBuild {
+            board,
+            sys_dir,
+            sysroot,
+        } = fixtures::build_deep("diagnostics");
         damage_debug_info(&sys_dir.join("deep"));
         damage_one_fde(&sys_dir.join("deep"));
-        let board = board_dir.join("deep");
-        add_system_libs(&sysroot, &board);
-        // add_system_libs copies every library ldd lists, ours included: take it out again.
+        // The sysroot lacks the library: its frames cannot be named or unwound.
         std::fs::remove_file(sys_dir.join("libdeep.so")).unwrap();
         let recording = scratch().join("diagnostics.zst");
         record(
@@ -116,7 +82,7 @@ fn damaged() -> &'static Damaged {
         );
         // Without --sysroot's copy, hostside would take the board's file at its path on this
         // machine (profiling where it ran): the library must be gone from there too.
-        std::fs::remove_file(board_dir.join("libdeep.so")).unwrap();
+        std::fs::remove_file(board.with_file_name("libdeep.so")).unwrap();
         Damaged { recording, sysroot }
     })
 }

@@ -8,15 +8,6 @@ use std::sync::OnceLock;
 
 use crossprof_tests::*;
 
-fn sh(cmd: &mut Command) {
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 /// deep.c + libdeep.so: the executable and the library it calls, both stripped on the board.
 struct Deep {
     board: PathBuf,
@@ -27,35 +18,7 @@ struct Deep {
 fn deep() -> &'static Deep {
     static D: OnceLock<Deep> = OnceLock::new();
     D.get_or_init(|| {
-        let dir = scratch().join("deep");
-        let board_dir = dir.join("board");
-        let sysroot = dir.join("sysroot");
-        let sys_dir = sysroot.join(board_dir.strip_prefix("/").unwrap());
-        std::fs::create_dir_all(&sys_dir).unwrap();
-        std::fs::create_dir_all(&board_dir).unwrap();
-        let lib = sys_dir.join("libdeep.so");
-        sh(Command::new("gcc")
-            .args(["-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id"])
-            .arg(source("deep_lib.c"))
-            .arg("-o")
-            .arg(&lib));
-        let exe = sys_dir.join("deep");
-        sh(Command::new("gcc")
-            .args(["-O2", "-g", "-Wl,--build-id"])
-            .arg(source("deep.c"))
-            .arg(format!("-L{}", sys_dir.display()))
-            .arg("-ldeep")
-            .arg(format!("-Wl,-rpath,{}", board_dir.display()))
-            .arg("-o")
-            .arg(&exe));
-        for f in ["libdeep.so", "deep"] {
-            sh(Command::new("strip")
-                .arg("-o")
-                .arg(board_dir.join(f))
-                .arg(sys_dir.join(f)));
-        }
-        let board = board_dir.join("deep");
-        add_system_libs(&sysroot, &board);
+        let fixtures::DeepBuild { board, sysroot, .. } = fixtures::build_deep("deep");
         let recording = scratch().join("deep.zst");
         record(
             &recording,
@@ -200,13 +163,15 @@ fn i686_stack_copies_unwind_to_the_c_start_code() {
     let unstripped = sysroot.join(board.strip_prefix("/").unwrap());
     std::fs::create_dir_all(unstripped.parent().unwrap()).unwrap();
     std::fs::create_dir_all(board.parent().unwrap()).unwrap();
-    sh(Command::new("i686-linux-gnu-gcc")
-        .args(["-O2", "-g", "-static", "-Wl,--build-id"])
-        .arg(source("deep.c"))
-        .arg(source("deep_lib.c"))
-        .arg("-o")
-        .arg(&unstripped));
-    sh(Command::new("strip").arg("-o").arg(&board).arg(&unstripped));
+    run_ok(
+        Command::new("i686-linux-gnu-gcc")
+            .args(["-O2", "-g", "-static", "-Wl,--build-id"])
+            .arg(source("deep.c"))
+            .arg(source("deep_lib.c"))
+            .arg("-o")
+            .arg(&unstripped),
+    );
+    run_ok(Command::new("strip").arg("-o").arg(&board).arg(&unstripped));
     let out = scratch().join("deep-i686.zst");
     let o = Command::new(&rec32)
         .args([
@@ -252,21 +217,25 @@ fn compressed_debug_frame_in_a_detached_debug_file_unwinds() {
         "-Wl,--build-id",
     ];
     let lib = debug_dir.join("libdeep.so");
-    sh(Command::new("gcc")
-        .args(flags)
-        .args(["-shared", "-fPIC"])
-        .arg(source("deep_lib.c"))
-        .arg("-o")
-        .arg(&lib));
+    run_ok(
+        Command::new("gcc")
+            .args(flags)
+            .args(["-shared", "-fPIC"])
+            .arg(source("deep_lib.c"))
+            .arg("-o")
+            .arg(&lib),
+    );
     let exe = debug_dir.join("deep");
-    sh(Command::new("gcc")
-        .args(flags)
-        .arg(source("deep.c"))
-        .arg(format!("-L{}", debug_dir.display()))
-        .arg("-ldeep")
-        .arg(format!("-Wl,-rpath,{}", board_dir.display()))
-        .arg("-o")
-        .arg(&exe));
+    run_ok(
+        Command::new("gcc")
+            .args(flags)
+            .arg(source("deep.c"))
+            .arg(format!("-L{}", debug_dir.display()))
+            .arg("-ldeep")
+            .arg(format!("-Wl,-rpath,{}", board_dir.display()))
+            .arg("-o")
+            .arg(&exe),
+    );
     for f in ["libdeep.so", "deep"] {
         let full = debug_dir.join(f);
         let readelf = Command::new("readelf")
@@ -280,7 +249,7 @@ fn compressed_debug_frame_in_a_detached_debug_file_unwinds() {
         // The board's stripped copy, which the sysroot holds too, and the compressed debug
         // file under the sysroot's build-id tree.
         let board = board_dir.join(f);
-        sh(Command::new("strip").arg("-o").arg(&board).arg(&full));
+        run_ok(Command::new("strip").arg("-o").arg(&board).arg(&full));
         let in_sysroot = sysroot.join(board.strip_prefix("/").unwrap());
         std::fs::create_dir_all(in_sysroot.parent().unwrap()).unwrap();
         std::fs::copy(&board, &in_sysroot).unwrap();
@@ -299,10 +268,12 @@ fn compressed_debug_frame_in_a_detached_debug_file_unwinds() {
             &id[2..]
         ));
         std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
-        sh(Command::new("objcopy")
-            .args(["--only-keep-debug", "--compress-debug-sections=zlib"])
-            .arg(&full)
-            .arg(&debug));
+        run_ok(
+            Command::new("objcopy")
+                .args(["--only-keep-debug", "--compress-debug-sections=zlib"])
+                .arg(&full)
+                .arg(&debug),
+        );
         let readelf = Command::new("readelf")
             .arg("-S")
             .arg(&debug)

@@ -9,15 +9,6 @@ use std::sync::OnceLock;
 use crossprof_tests::*;
 use serde_json::Value;
 
-fn sh(cmd: &mut Command) {
-    let o = cmd.output().unwrap();
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 fn build_id_hex(path: &Path) -> String {
     let o = Command::new("readelf")
         .arg("-n")
@@ -40,19 +31,9 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let program = build("cpu_split.c", "styles", C_FP);
-        let recording = scratch().join("styles.zst");
-        record(
-            &recording,
-            &["--call-graph", "fp"],
-            &[program.board.to_str().unwrap(), "800"],
-        );
+        let (program, recording) = fixtures::recorded_cpu_split("styles");
         Fixture { program, recording }
     })
-}
-
-fn in_sysroot(sysroot: &Path, board_path: &Path) -> PathBuf {
-    sysroot.join(board_path.strip_prefix("/").unwrap())
 }
 
 fn cpu_of(report: &Value) -> Value {
@@ -75,10 +56,12 @@ fn build_id_tree_and_debuglink_give_the_same_report_as_the_unstripped_binary() {
         &id[2..]
     ));
     std::fs::create_dir_all(dbg.parent().unwrap()).unwrap();
-    sh(Command::new("objcopy")
-        .arg("--only-keep-debug")
-        .arg(&p.unstripped)
-        .arg(&dbg));
+    run_ok(
+        Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&p.unstripped)
+            .arg(&dbg),
+    );
     let r1 = report_json(&f.recording, Some(&s1));
     assert_eq!(
         cpu_of(&r1),
@@ -97,21 +80,25 @@ fn build_id_tree_and_debuglink_give_the_same_report_as_the_unstripped_binary() {
     // Yocto style: the stripped binary with a debuglink at its path, the debug file in .debug/.
     for (tag, sub) in [("styles-link-next", ""), ("styles-link-dotdebug", ".debug")] {
         let s2 = scratch().join(tag);
-        let bin = in_sysroot(&s2, &p.board);
+        let bin = fixtures::in_sysroot(&s2, &p.board);
         let dir = bin.parent().unwrap().to_path_buf();
         std::fs::create_dir_all(dir.join(sub)).unwrap();
         let name = format!("{}.debug", bin.file_name().unwrap().to_str().unwrap());
         let dbg = dir.join(sub).join(&name);
-        sh(Command::new("objcopy")
-            .arg("--only-keep-debug")
-            .arg(&p.unstripped)
-            .arg(&dbg));
-        sh(Command::new("objcopy")
-            .arg("--strip-debug")
-            .arg("--strip-unneeded")
-            .arg(format!("--add-gnu-debuglink={}", dbg.display()))
-            .arg(&p.unstripped)
-            .arg(&bin));
+        run_ok(
+            Command::new("objcopy")
+                .arg("--only-keep-debug")
+                .arg(&p.unstripped)
+                .arg(&dbg),
+        );
+        run_ok(
+            Command::new("objcopy")
+                .arg("--strip-debug")
+                .arg("--strip-unneeded")
+                .arg(format!("--add-gnu-debuglink={}", dbg.display()))
+                .arg(&p.unstripped)
+                .arg(&bin),
+        );
         let r2 = report_json(&f.recording, Some(&s2));
         assert_eq!(
             cpu_of(&r2),
@@ -126,14 +113,16 @@ fn a_rebuilt_binary_is_a_mismatch_and_never_symbolizes() {
     let f = fixture();
     let p = &f.program;
     let s = scratch().join("styles-mismatch");
-    let bin = in_sysroot(&s, &p.board);
+    let bin = fixtures::in_sysroot(&s, &p.board);
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
     // Same source, different flags: a different build-id, and wrong addresses if it were used.
-    sh(Command::new("gcc")
-        .args(["-O1", "-g", "-Wl,--build-id"])
-        .arg(&p.source)
-        .arg("-o")
-        .arg(&bin));
+    run_ok(
+        Command::new("gcc")
+            .args(["-O1", "-g", "-Wl,--build-id"])
+            .arg(&p.source)
+            .arg("-o")
+            .arg(&bin),
+    );
     assert_ne!(build_id_hex(&bin), build_id_hex(&p.unstripped));
     let r = report_json(&f.recording, Some(&s));
     let m = r["modules"]
