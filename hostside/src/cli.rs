@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::filter::{parse_secs, Filter};
+
 /// Analyse crossprof recordings made on a board: symbolize against a debug sysroot and report.
 #[derive(Parser)]
 #[command(name = "hostside", version, about, long_about = None, after_help = "\
@@ -12,6 +14,7 @@ Examples:
   hostside info t.zst
   hostside report --sysroot ~/yocto/build/tmp/work/.../rootfs-dbg t.zst
   hostside report --json --top 50 t.zst > report.json
+  hostside report --from 1.5 --to 3 --tid 1234 t.zst   # seconds from the recording's start
   hostside flamegraph --sysroot ./sysroot t.zst -o cpu.svg
   hostside export --format collapsed --sysroot ./sysroot t.zst -o t.folded
   hostside export --format pprof --sysroot ./sysroot t.zst -o t.pb.gz    # go tool pprof t.pb.gz
@@ -58,6 +61,38 @@ impl SymbolArgs {
     }
 }
 
+/// Which part of the recording to analyse: a time window and a process or thread.
+#[derive(Args, Clone, Default)]
+pub struct FilterArgs {
+    /// Only what happened from SECS seconds after the recording's start on (inclusive; e.g.
+    /// 0.5). CPU and event samples outside the window are left out, off-CPU waits are cut
+    /// to it, and only heap allocations made inside it count (see README, "Time and thread
+    /// filters").
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, allow_hyphen_values = true)]
+    pub from: Option<u64>,
+    /// Only what happened before SECS seconds after the recording's start (exclusive).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs, allow_hyphen_values = true)]
+    pub to: Option<u64>,
+    /// Only this process (its threads' samples, waits and allocations).
+    #[arg(long, value_name = "N")]
+    pub pid: Option<u32>,
+    /// Only this thread.
+    #[arg(long, value_name = "N")]
+    pub tid: Option<u32>,
+}
+
+impl FilterArgs {
+    /// The filter these arguments describe.
+    pub fn filter(&self) -> Filter {
+        Filter {
+            from_ns: self.from,
+            to_ns: self.to,
+            pid: self.pid,
+            tid: self.tid,
+        }
+    }
+}
+
 /// The subcommands.
 #[derive(Subcommand)]
 pub enum Command {
@@ -76,6 +111,9 @@ pub enum Command {
         /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
+        /// The time window, process and thread to analyse.
+        #[command(flatten)]
+        filter: FilterArgs,
         /// Report CPU samples (the default).
         #[arg(long, conflicts_with_all = ["heap", "off_cpu"])]
         cpu: bool,
@@ -112,6 +150,9 @@ pub enum Command {
         /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
+        /// The time window, process and thread to analyse.
+        #[command(flatten)]
+        filter: FilterArgs,
         /// Draw a heap flame graph of this quantity instead of CPU samples.
         #[arg(long, value_enum, value_name = "WHAT")]
         heap: Option<HeapGraph>,
@@ -133,6 +174,9 @@ pub enum Command {
         /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
+        /// The time window, process and thread to analyse.
+        #[command(flatten)]
+        filter: FilterArgs,
         /// Output format.
         #[arg(long, value_enum)]
         format: ExportFormat,
@@ -156,6 +200,9 @@ pub enum Command {
         /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
+        /// The time window, process and thread to analyse.
+        #[command(flatten)]
+        filter: FilterArgs,
         /// Output HTML file.
         #[arg(short = 'o', long = "output", value_name = "OUT.html")]
         output: PathBuf,

@@ -15,7 +15,7 @@ use crate::cli::{Cli, Command, HeapGraph};
 use crate::output::diff::Side;
 use crate::output::off_cpu as off_cpu_text;
 use crate::output::{self as o, export, flame, folded, heap_text, info, json, leak_check, text};
-use crate::pipeline::{load_checked, Loaded};
+use crate::pipeline::{load, load_checked, Loaded};
 use crate::recording::Recording;
 
 /// How a command that ran to its end went, for the exit status.
@@ -45,6 +45,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Report {
             file,
             symbols,
+            filter,
             cpu,
             heap,
             off_cpu,
@@ -54,7 +55,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             fail_on_leak,
         } => {
             let heap = heap || fail_on_leak.is_some();
-            let l = load_checked(&file, &symbols.lookup())?;
+            let l = load(&file, &symbols.lookup(), &filter.filter())?;
             if heap {
                 require(&l, "heap", l.has_heap, "rec --heap")?;
             }
@@ -67,7 +68,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 .map(|e| events::analyze(&l, e))
                 .transpose()?;
             // A heap-only recording reports its heap without being asked to.
-            let heap_text = heap || (!cpu && l.has_heap && l.cpu.samples == 0);
+            let heap_text = heap || (!cpu && l.has_heap && !l.has_samples);
             let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
             let ctx = l.context(profile.as_ref());
             let mut out = io::stdout().lock();
@@ -102,12 +103,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Flamegraph {
             file,
             symbols,
+            filter,
             heap,
             off_cpu,
             event,
             output,
         } => {
-            let l = load_checked(&file, &symbols.lookup())?;
+            let l = load(&file, &symbols.lookup(), &filter.filter())?;
             let command = l.recording.header().command.join(" ");
             let names = l.processes.final_names();
             let (folded, title, unit) = match heap {
@@ -155,6 +157,10 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     "samples",
                 ),
             };
+            let title = match l.window.describe() {
+                Some(w) => format!("{title} [{w}]"),
+                None => title,
+            };
             let out = create(&output)?;
             flame::svg(&folded, &title, unit, out)?;
             Ok(Outcome::Success)
@@ -162,13 +168,14 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Export {
             file,
             symbols,
+            filter,
             format,
             heap,
             off_cpu,
             output,
         } => {
-            let l = load_checked(&file, &symbols.lookup())?;
-            let heap = heap || (!off_cpu && l.has_heap && l.cpu.samples == 0);
+            let l = load(&file, &symbols.lookup(), &filter.filter())?;
+            let heap = heap || (!off_cpu && l.has_heap && !l.has_samples);
             if off_cpu {
                 require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
                 let w = off_cpu_profile::analyze(&l);
@@ -188,9 +195,10 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Html {
             file,
             symbols,
+            filter,
             output,
         } => {
-            let l = load_checked(&file, &symbols.lookup())?;
+            let l = load(&file, &symbols.lookup(), &filter.filter())?;
             let heap = l.has_heap.then(|| l.heap(HeapOptions::default()));
             let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l));
             let mut out = create(&output)?;

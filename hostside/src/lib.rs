@@ -11,6 +11,7 @@ pub mod analysis;
 pub mod cli;
 pub mod commands;
 pub mod diagnostics;
+pub mod filter;
 pub mod frames;
 pub mod jit;
 pub mod output;

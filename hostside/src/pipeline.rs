@@ -2,7 +2,10 @@
 //! `export` and `diff`. The steps run one way, each using only what the ones before it made:
 //!
 //! 1. [`Recording`]: the file, its header and a tolerant reader;
-//! 2. [`Processes`]: tasks, address spaces and the modules mapped into them (one metadata pass);
+//! 2. [`Processes`]: tasks, address spaces and the modules mapped into them (one metadata pass),
+//!    after which the user's [`Filter`] is checked and bound to the recording's clock
+//!    ([`Window`]): the CPU pass keeps only its samples, the other analyses read it from
+//!    [`Loaded::window`], and [`ReportContext::window`] tells the outputs what was selected;
 //! 3. [`Resolver`]: each module located in the sysroot (build-id, debuglink, path) and loaded;
 //! 4. [`StackUnwinder`] and [`cpu::analyze`]: stack copies unwound, samples aggregated by
 //!    distinct stack, then every distinct address resolved once into frames;
@@ -20,6 +23,7 @@ use crossprof_symbols::Lookup;
 use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::heap::{self, HeapOptions, HeapProfile};
 use crate::diagnostics::{self, Sources};
+use crate::filter::{Filter, Tasks, Window};
 use crate::output::context::{ModuleRow, ReportContext};
 use crate::processes::Processes;
 use crate::recording::Recording;
@@ -51,6 +55,11 @@ pub struct Loaded {
     pub has_heap: bool,
     /// Whether the file holds context-switch records.
     pub has_switches: bool,
+    /// Whether the file holds CPU samples (inside the window or not).
+    pub has_samples: bool,
+    /// The part of the recording analysed (`--from/--to/--pid/--tid`): [`Loaded::cpu`] holds
+    /// only its samples, and the other analyses read it from here.
+    pub window: Window,
 }
 
 /// Opens and analyses `path`; an architecture this hostside does not know is refused (see
@@ -59,10 +68,22 @@ pub fn load_checked(path: &Path, lookup: &Lookup) -> Result<Loaded> {
     analyze(Recording::open(path)?, lookup)
 }
 
+/// [`load_checked`] restricted to `filter`'s time window, process and thread; a filter that
+/// does not fit the recording (see [`Filter::bind`]) is an error that says why.
+pub fn load(path: &Path, lookup: &Lookup, filter: &Filter) -> Result<Loaded> {
+    analyze_filtered(Recording::open(path)?, lookup, filter)
+}
+
 /// Analyses an opened recording. The architecture is read from the header first, before any
 /// pass, and an unknown one is an error that says so instead of guessing; after that nothing
 /// fails: a damaged recording yields what its intact frames hold.
 pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
+    analyze_filtered(recording, lookup, &Filter::default())
+}
+
+/// [`analyze`] with a filter: checked against the recording after the metadata pass, then
+/// applied to the CPU samples as they stream past (samples outside it are not even unwound).
+pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Loaded> {
     let Some(arch) = Arch::from_name(&recording.header().arch) else {
         bail!(
             "{}: unknown target architecture {:?}",
@@ -77,6 +98,7 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
     let mut has_switches = false;
     let mut has_samples = false;
     let mut summary = Summary::default();
+    let mut tasks = Tasks::default();
     let processes = Processes::build(&mut |f| {
         summary = recording.for_each_metadata(|r| {
             match &r {
@@ -88,7 +110,10 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
                 Record::Sample(s) => {
                     has_samples = true;
                     last_time = last_time.max(s.time);
+                    tasks.add(s.pid, s.tid);
                 }
+                Record::Comm(c) => tasks.add(c.pid, c.tid),
+                Record::Fork(t) | Record::Exit(t) => tasks.add(t.pid, t.tid),
                 Record::Alloc(a) => {
                     has_heap = true;
                     last_time = last_time.max(a.time);
@@ -97,13 +122,24 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
                 // Heap events are skipped in this pass: RSS snapshots, taken along with them,
                 // tell how far a recording cut short got.
                 Record::Rss(r) => last_time = last_time.max(r.time),
-                Record::Switch(_) => has_switches = true,
+                Record::Switch(s) => {
+                    has_switches = true;
+                    tasks.add(s.pid, s.tid);
+                }
                 _ => {}
             }
             f(r)
         });
     });
     has_heap |= summary.heap_records > 0;
+    let start = recording.header().start_clock_ns;
+    let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
+    let window = filter.bind(
+        &recording.path().display().to_string(),
+        start,
+        duration_ns,
+        &tasks,
+    )?;
     let resolver = Resolver::new(&processes, lookup);
     let header = recording.header();
     let mut unwinder = StackUnwinder::new(&processes, &resolver, arch, header.big_endian);
@@ -118,7 +154,10 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
             &mut |f| {
                 // A heap-only recording has no samples: no second pass over it.
                 if has_samples {
-                    recording.for_each(f);
+                    recording.for_each(|r| match &r {
+                        Record::Sample(s) if !window.keeps(s.time, s.pid, s.tid) => {}
+                        _ => f(r),
+                    });
                 }
             },
             &processes,
@@ -126,8 +165,6 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
             &mut unwinder,
         )
     });
-    let start = recording.header().start_clock_ns;
-    let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
     Ok(Loaded {
         recording,
         arch,
@@ -140,12 +177,19 @@ pub fn analyze(recording: Recording, lookup: &Lookup) -> Result<Loaded> {
         duration_ns,
         has_heap,
         has_switches,
+        has_samples,
+        window,
     })
 }
 
 impl Loaded {
     /// Runs the heap analysis (one more pass over the file, decoded on another thread).
+    /// Only the allocations of [`Loaded::window`] count (see [`crate::filter`]).
     pub fn heap(&self, opts: HeapOptions) -> HeapProfile {
+        let opts = HeapOptions {
+            window: self.window,
+            ..opts
+        };
         heap::analyze_recording(&self.recording, &self.processes, &self.resolver, opts)
     }
 
@@ -183,6 +227,7 @@ impl Loaded {
                 .collect(),
             names: self.processes.final_names(),
             diagnostics,
+            window: self.window,
         }
     }
 }

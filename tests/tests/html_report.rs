@@ -2,7 +2,9 @@
 //! by headless Chromium (driven through the DevTools protocol by tests/browser/report.js),
 //! shows the right names, file:line and shares; selecting a function lists its callers with
 //! the call's line; dragging a time range on the timeline re-filters the tables to exactly
-//! the samples of that range (counted independently from the Firefox export's sample times).
+//! the samples of that range (counted independently from the Firefox export's sample times),
+//! the same functions and counts as `hostside report --from/--to` of that range gives, and
+//! as `hostside html --from/--to` shows.
 
 use std::path::{Path, PathBuf};
 
@@ -162,6 +164,67 @@ fn cpu_report_renders_the_split_and_filters_by_time() {
         (70.0..=80.0).contains(&s),
         "hot_a's share in the range is {s:.1}%"
     );
+
+    // The same range on `hostside report --from/--to` (seconds from the recording's start,
+    // end exclusive, as the page's selection): the same functions with the same counts.
+    let secs = |ns: f64| {
+        let ns = ns as u64;
+        format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    };
+    let (from_s, to_s) = (secs(from), secs(to));
+    let sr = p.sysroot.to_str().unwrap();
+    let file = recording.to_str().unwrap();
+    let args = ["report", "--json", "--top", "1000", "--sysroot", sr, file];
+    let windowed: Value = serde_json::from_str(&hostside_ok(
+        &[&args[..], &["--from", &from_s, "--to", &to_s]].concat(),
+    ))
+    .unwrap();
+    assert_same_functions(ranged, &windowed);
+
+    // `hostside html --from/--to` of that range: the page shows that range only.
+    let out = scratch().join("html_cpu_window.html");
+    let o = out.to_str().unwrap();
+    hostside_ok(&[
+        "html",
+        "--sysroot",
+        sr,
+        file,
+        "--from",
+        &from_s,
+        "--to",
+        &to_s,
+        "-o",
+        o,
+    ]);
+    let w = report_check(&out, None);
+    assert_eq!(w["errors"].as_array().unwrap().len(), 0, "{w:#}");
+    assert_same_functions(&w["functions"], &windowed);
+    let words = windowed["recording"]["filter"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(
+        w["summary"].as_str().unwrap().contains(words),
+        "{}",
+        w["summary"]
+    );
+}
+
+/// The page's function table lists exactly the report's functions, with its self and total
+/// counts.
+fn assert_same_functions(page: &Value, report: &Value) {
+    let rows = page.as_array().unwrap();
+    let funcs = report["cpu"]["functions"].as_array().unwrap();
+    assert_eq!(rows.len(), funcs.len(), "page {rows:#?} report {funcs:#?}");
+    for f in funcs {
+        let name = f["function"].as_str().unwrap();
+        let r = row(page, name);
+        assert_eq!(num(&r["self"]), f["self"].as_u64().unwrap(), "{name}: {r}");
+        assert_eq!(
+            num(&r["total"]),
+            f["total"].as_u64().unwrap(),
+            "{name}: {r}"
+        );
+    }
 }
 
 #[test]

@@ -75,7 +75,7 @@ pub fn recorded_events(l: &Loaded) -> Vec<String> {
     }
 }
 
-/// Builds the profile of the event called `name`.
+/// Builds the profile of the event called `name`, from the samples inside [`Loaded::window`].
 pub fn analyze(l: &Loaded, name: &str) -> Result<EventProfile> {
     let events = recorded_events(l);
     let Some(index) = events.iter().position(|e| e == name) else {
@@ -130,6 +130,9 @@ pub fn analyze(l: &Loaded, name: &str) -> Result<EventProfile> {
                     Record::EventSample(e) if e.event == index => e.sample,
                     _ => return,
                 };
+                if !l.window.keeps(s.time, s.pid, s.tid) {
+                    return;
+                }
                 place(&s);
                 f(Record::Sample(s));
             });

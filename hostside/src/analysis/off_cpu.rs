@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use crate::filter::Window;
+
 /// How far before a switch-out its context-switch sample may be taken. The kernel takes both
 /// in the same scheduler call, microseconds apart.
 pub const MATCH_WINDOW_NS: u64 = 2_000_000;
@@ -110,8 +112,20 @@ impl Timeline {
     /// Measures every wait and charges it to a stack. `end` is when the recording ended: a
     /// thread still waiting then waited until it.
     pub fn assign(self, end: u64) -> Assignment {
+        self.assign_within(end, &Window::default())
+    }
+
+    /// [`Timeline::assign`] counting only what lies inside `window`: each wait and each
+    /// thread's wall time is cut to it (a thread asleep through the whole window waited the
+    /// window's length), threads it does not select or that did not exist in it are left
+    /// out. Which stack a wait is charged to does not change: a wait that began before the
+    /// window keeps the stack it began with.
+    pub fn assign_within(self, end: u64, window: &Window) -> Assignment {
         let mut a = Assignment::default();
         for ((pid, tid), mut events) in self.threads {
+            if !window.keeps_task(pid, tid) {
+                continue;
+            }
             // Samples sort before the switch at the same instant (the enum's order).
             events.sort_unstable();
             let mut times = ThreadTimes::default();
@@ -143,7 +157,7 @@ impl Timeline {
                                 &mut a,
                                 &mut times,
                                 (pid, tid),
-                                time - out,
+                                window.overlap(out, time),
                                 preempt,
                                 provider,
                             );
@@ -161,14 +175,16 @@ impl Timeline {
                         &mut a,
                         &mut times,
                         (pid, tid),
-                        stop - out,
+                        window.overlap(out, stop),
                         preempt,
                         provider,
                     );
                 }
             }
-            times.wall_ns = stop - first;
-            a.threads.insert((pid, tid), times);
+            times.wall_ns = window.overlap(first, stop);
+            if times.wall_ns > 0 || !window.is_active() {
+                a.threads.insert((pid, tid), times);
+            }
         }
         a
     }
@@ -182,6 +198,10 @@ fn charge(
     preempt: bool,
     provider: Provider,
 ) {
+    // A wait outside the window: nothing to charge (and no empty stack to show).
+    if ns == 0 {
+        return;
+    }
     if preempt {
         times.runnable_ns += ns;
     } else {
@@ -258,5 +278,27 @@ mod tests {
         t.push(1, 5, MATCH_WINDOW_NS + 1, Event::Out(false));
         t.push(1, 5, MATCH_WINDOW_NS + 2, Event::In);
         assert_eq!(t.assign(u64::MAX).charged[&(1, 5, Provider::Unknown)], 1);
+    }
+
+    #[test]
+    fn a_window_cuts_waits_and_wall_time() {
+        let mut t = Timeline::default();
+        // Thread 2 blocks from 100 to 900; thread 3 runs from 0 to 1000 without waiting.
+        t.push(1, 2, 0, Event::Start);
+        t.push(1, 2, 50, Event::OnCpu);
+        t.push(1, 2, 100, Event::Out(false));
+        t.push(1, 2, 900, Event::In);
+        t.push(1, 3, 0, Event::Start);
+        let w = crate::filter::Window {
+            lo: 300,
+            hi: 500,
+            ..Default::default()
+        };
+        let a = t.assign_within(1000, &w);
+        assert_eq!(a.charged[&(1, 2, Provider::OnCpu(50))], 200);
+        let th = a.threads[&(1, 2)];
+        assert_eq!((th.wall_ns, th.blocked_ns), (200, 200));
+        assert_eq!(a.threads[&(1, 3)].wall_ns, 200);
+        assert_eq!(a.approximate_ns, 200);
     }
 }

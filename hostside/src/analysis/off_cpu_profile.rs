@@ -46,7 +46,7 @@ pub struct OffCpuProfile {
     pub threads: Vec<OffCpuThread>,
 }
 
-/// Measures and charges every wait of the recording.
+/// Measures and charges every wait of the recording, cut to [`Loaded::window`].
 pub fn analyze(l: &Loaded) -> OffCpuProfile {
     let header = l.recording.header();
     let blocking = header
@@ -74,7 +74,7 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         Record::End(e) => end = end.max(e.time),
         _ => {}
     });
-    let assignment = timeline.assign(end);
+    let assignment = timeline.assign_within(end, &l.window);
     let mut charged = assignment.charged;
     let mut unwinder = StackUnwinder::new(&l.processes, &l.resolver, l.arch, header.big_endian);
     let profile = cpu::analyze_weighted(

@@ -8,6 +8,7 @@ use crossprof_format::{Header, Summary};
 use crossprof_symbols::{MatchKind, Origin};
 
 use crate::diagnostics::Diagnostic;
+use crate::filter::Window;
 use crate::processes::ProcessNames;
 
 /// One module and how it was matched in the sysroot.
@@ -47,4 +48,7 @@ pub struct ReportContext {
     pub names: ProcessNames,
     /// Every fallback the analysis took.
     pub diagnostics: Vec<Diagnostic>,
+    /// The time window, process and thread the profile was restricted to (`--from/--to/
+    /// --pid/--tid`); reports say so in their header.
+    pub window: Window,
 }

@@ -37,6 +37,9 @@ pub struct HeapJson {
     pub lost_events: u64,
     /// Process images that allocated.
     pub address_spaces: u64,
+    /// With `--from/--to/--pid/--tid`: frees inside the selection of blocks allocated outside
+    /// it, which are not counted (0 without a filter).
+    pub frees_outside: u64,
     /// Oddities in the event stream.
     pub anomalies: HeapAnomalies,
     /// The largest single allocations, largest first.
@@ -208,6 +211,7 @@ pub fn heap_json(p: &HeapProfile, top: usize, start: u64) -> HeapJson {
         peak_rss_bytes: t.peak_rss_bytes,
         lost_events: p.lost_events,
         address_spaces: p.address_spaces,
+        frees_outside: p.frees_outside,
         anomalies: p.anomalies,
         largest,
         timeline: TimelineJson {

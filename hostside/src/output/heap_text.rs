@@ -63,6 +63,15 @@ pub fn heap_report(
     )?;
     let secs = (p.end_time.saturating_sub(start) as f64 / 1e9).max(1e-9);
     writeln!(out, "\nHeap (counted as heaptrack_print counts)")?;
+    if ctx.window.is_active() {
+        writeln!(
+            out,
+            "  only allocations made in the selection count ({} frees in it of blocks \
+             allocated outside it ignored); the peak is of those allocations, \"leaked\" is \
+             what of them was still live at the selection's end",
+            p.frees_outside
+        )?;
+    }
     writeln!(
         out,
         "  calls to allocation functions  {} ({:.0}/s)",

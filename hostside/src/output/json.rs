@@ -6,6 +6,7 @@ use serde::Serialize;
 use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::HeapProfile;
 use crate::diagnostics::Diagnostic;
+use crate::filter::Window;
 use crate::output::context::ReportContext;
 use crate::output::{heap_json, info};
 
@@ -27,6 +28,7 @@ pub fn report(
             bytes_discarded: ctx.summary.bytes_discarded,
             duration_ns: ctx.duration_ns,
             lost_samples: ctx.lost_samples,
+            filter: FilterJson::of(&ctx.window),
         },
         modules: ctx
             .modules
@@ -114,6 +116,38 @@ pub struct RecordingJson {
     pub duration_ns: u64,
     /// Samples the kernel dropped.
     pub lost_samples: u64,
+    /// The time window, process and thread the report is restricted to (`--from/--to/
+    /// --pid/--tid`), or null when it covers the whole recording.
+    pub filter: Option<FilterJson>,
+}
+
+/// The `recording.filter` object: what `--from/--to/--pid/--tid` selected.
+#[derive(Serialize)]
+pub struct FilterJson {
+    /// Window start, ns after the recording's start (inclusive), null when open.
+    pub from_ns: Option<u64>,
+    /// Window end, ns after the recording's start (exclusive), null when open.
+    pub to_ns: Option<u64>,
+    /// The selected process, or null.
+    pub pid: Option<u32>,
+    /// The selected thread, or null.
+    pub tid: Option<u32>,
+    /// The same in words, as the text report's header says it.
+    pub description: String,
+}
+
+impl FilterJson {
+    /// The object for `w`, `None` when it filters nothing.
+    pub fn of(w: &Window) -> Option<FilterJson> {
+        let description = w.describe()?;
+        Some(FilterJson {
+            from_ns: w.asked.from_ns,
+            to_ns: w.asked.to_ns,
+            pid: w.asked.pid,
+            tid: w.asked.tid,
+            description,
+        })
+    }
 }
 
 /// One module.

@@ -67,6 +67,12 @@ pub fn header(out: &mut dyn Write, ctx: &ReportContext, events: &str) -> io::Res
         ctx.duration_ns as f64 / 1e9,
         ctx.summary.frames
     )?;
+    if let Some(w) = ctx.window.describe() {
+        writeln!(
+            out,
+            "  selected  {w} (seconds from the recording's start; only this part is reported)"
+        )?;
+    }
     let modules = &ctx.modules;
     let count = |k: MatchKind| modules.iter().filter(|m| m.match_kind == k).count();
     writeln!(
@@ -177,7 +183,12 @@ pub fn cpu_report(
         &format!("{} samples, {} lost", cpu.samples, ctx.lost_samples),
     )?;
     if cpu.samples == 0 {
-        writeln!(out, "\nNo CPU samples in this recording.")?;
+        let part = if ctx.window.is_active() {
+            "the selected part of this recording"
+        } else {
+            "this recording"
+        };
+        writeln!(out, "\nNo CPU samples in {part}.")?;
         return diagnostics(out, &ctx.diagnostics);
     }
     unwinding(out, &cpu.unwind)?;

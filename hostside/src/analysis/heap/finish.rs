@@ -168,6 +168,7 @@ impl State<'_> {
             lost_events: self.lost,
             address_spaces,
             anomalies,
+            frees_outside: self.frees_outside,
         }
     }
 

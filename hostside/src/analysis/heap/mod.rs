@@ -44,6 +44,7 @@ pub use profile::{
 };
 
 use crate::analysis::heap::stream::State;
+use crate::filter::Window;
 use crate::processes::Processes;
 use crate::recording::{Pass, Recording};
 use crate::resolve::Resolver;
@@ -91,6 +92,9 @@ pub struct HeapOptions {
     pub largest: usize,
     /// Apply heaptrack's built-in leak suppressions.
     pub suppressions: bool,
+    /// Only allocations inside this window, of its process and thread, count; frees inside
+    /// it release them (see [`crate::filter`] for the rules).
+    pub window: Window,
 }
 
 impl Default for HeapOptions {
@@ -98,6 +102,7 @@ impl Default for HeapOptions {
         HeapOptions {
             largest: 20,
             suppressions: true,
+            window: Window::default(),
         }
     }
 }

@@ -135,6 +135,9 @@ pub struct HeapProfile {
     pub address_spaces: u64,
     /// What looked wrong.
     pub anomalies: HeapAnomalies,
+    /// With a time or thread filter: frees inside the selection of blocks allocated outside
+    /// it (before the window, or by another process or thread), which are not counted.
+    pub frees_outside: u64,
 }
 
 /// A number read off a site's counts.

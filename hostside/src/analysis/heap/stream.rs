@@ -77,6 +77,8 @@ pub(super) struct State<'a> {
     pub(super) end_time: Option<u64>,
     pub(super) last_time: u64,
     pub(super) anomalies: HeapAnomalies,
+    /// Frees, inside the window, of blocks allocated outside it (only with a filter).
+    pub(super) frees_outside: u64,
 }
 
 impl<'a> State<'a> {
@@ -113,6 +115,7 @@ impl<'a> State<'a> {
             end_time: None,
             last_time: start,
             anomalies: HeapAnomalies::default(),
+            frees_outside: 0,
         }
     }
 }
@@ -129,6 +132,9 @@ impl State<'_> {
 
     fn alloc_event(&mut self, a: &Alloc) {
         self.last_time = self.last_time.max(a.time);
+        if !self.opts.window.keeps(a.time, a.pid, a.tid) {
+            return;
+        }
         if a.addr == 0 {
             self.anomalies.null_allocations += 1;
             return;
@@ -140,6 +146,10 @@ impl State<'_> {
 
     fn free_event(&mut self, f: &Free) {
         self.last_time = self.last_time.max(f.time);
+        // Any thread may free a selected allocation: only the time and process matter here.
+        if !self.opts.window.keeps_process(f.time, f.pid) {
+            return;
+        }
         if f.addr == 0 {
             return;
         }
@@ -153,7 +163,8 @@ impl State<'_> {
             Record::StackNode(n) => self.tree.add_node(&n),
             Record::Alloc(a) => self.alloc_event(&a),
             Record::Free(f) => self.free_event(&f),
-            Record::Rss(r) => {
+            // RSS belongs to a process: a thread filter keeps its process's.
+            Record::Rss(r) if self.opts.window.keeps_process(r.time, r.pid) => {
                 self.rss.insert(r.pid, r.bytes);
                 let total: u64 = self.rss.values().fold(0, |a, &b| a.saturating_add(b));
                 self.totals.peak_rss_bytes = self.totals.peak_rss_bytes.max(total);
@@ -288,7 +299,11 @@ impl State<'_> {
 
     fn free(&mut self, space: SpaceKey, addr: u64, time: u64) {
         let Some(freed) = self.existing_heap(space).and_then(|h| h.free(addr)) else {
-            self.anomalies.unknown_frees += 1;
+            if self.opts.window.is_active() {
+                self.frees_outside += 1;
+            } else {
+                self.anomalies.unknown_frees += 1;
+            }
             return;
         };
         let Block { size, trace } = freed.block;

@@ -428,6 +428,7 @@ fn rss_lost_events_end_and_largest() {
     let (p, _) = s.run_with(HeapOptions {
         largest: 2,
         suppressions: true,
+        ..HeapOptions::default()
     });
     assert_eq!(p.totals.peak_rss_bytes, 4096 + 8192);
     assert_eq!(p.lost_events, 3);
@@ -544,4 +545,45 @@ fn diff_matches_sites_and_reports_changes() {
     assert_eq!(row("0x300").new.leaked_bytes, 40);
     // Nothing changed: no rows.
     assert!(diff::diff(&pa, &pa).sites.is_empty());
+}
+
+#[test]
+fn a_window_counts_only_its_own_allocations() {
+    let mut s = Stream::default();
+    s.stack(1, 1, 0, 0x100).stack(1, 2, 0, 0x200);
+    s.alloc(1, 1, 0xa, 100, 1).wait(80); // A at 10: before the window [100, 300)
+    s.alloc(1, 1, 0xb, 50, 1) // B at 110, still live at 300
+        .free(1, 1, 0xa) // A's free: allocated before, ignored
+        .alloc(1, 2, 0xc, 70, 2) // C by thread 2, freed at once by thread 1: temporary
+        .free(1, 1, 0xc)
+        .alloc(1, 1, 0xd, 30, 2) // D at 150, still live at 300
+        .wait(150);
+    s.free(1, 1, 0xb).alloc(1, 1, 0xe, 999, 1); // after the window
+    let mut tasks = crate::filter::Tasks::default();
+    tasks.add(1, 1);
+    tasks.add(1, 2);
+    let run = |tid| {
+        let f = crate::filter::Filter {
+            from_ns: Some(100),
+            to_ns: Some(300),
+            pid: None,
+            tid,
+        };
+        let window = f.bind("t", 0, 1000, &tasks).unwrap();
+        s.run_with(HeapOptions {
+            window,
+            ..HeapOptions::default()
+        })
+        .0
+    };
+    let p = run(None);
+    let t = &p.totals;
+    assert_eq!((t.allocations, t.temporary, t.peak_bytes), (3, 1, 120));
+    assert_eq!((t.leaked_bytes, t.leaked_allocations), (80, 2));
+    assert_eq!((p.frees_outside, p.anomalies.unknown_frees), (1, 0));
+    // Thread 2's allocations only; their frees count whichever thread makes them.
+    let p = run(Some(2));
+    let t = &p.totals;
+    assert_eq!((t.allocations, t.temporary, t.peak_bytes), (1, 1, 70));
+    assert_eq!((t.leaked_bytes, p.frees_outside), (0, 1));
 }

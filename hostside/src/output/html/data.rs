@@ -33,8 +33,10 @@ pub struct Data {
     pub duration_ns: u64,
     /// Board clock at the recording's start, ns: time slices count from here.
     pub start_ns: u64,
-    /// Samples in the recording.
+    /// Samples in the recording (in the selection, with `--from/--to/--pid/--tid`).
     pub samples: u64,
+    /// What `--from/--to/--pid/--tid` selected, in words; empty for the whole recording.
+    pub filter: String,
     /// What the summary warns about.
     pub warnings: Vec<Warning>,
     /// The CPU profile (empty for a heap-only recording).
@@ -263,6 +265,7 @@ pub fn gather(l: &Loaded, heap: Option<&HeapProfile>, off_cpu: Option<&OffCpuPro
         duration_ns: l.duration_ns,
         start_ns: start,
         samples: cpu.samples,
+        filter: l.window.describe().unwrap_or_default(),
         warnings,
         cpu: cpu_tables(cpu, &thread_index),
         threads,

@@ -317,7 +317,8 @@
     app.append($('h1', {}, D.title), $('div', {class: 'meta', id: 'summary'},
       $('span', {}, `${D.arch}`), $('span', {}, `event ${D.event || 'cpu-clock'}`),
       $('span', {}, `${secs(D.duration_ns)}`), $('span', {}, `${D.samples} samples`),
-      $('span', {}, `${D.threads.length} threads`)));
+      $('span', {}, `${D.threads.length} threads`),
+      ...(D.filter ? [$('span', {id: 'filter'}, `only ${D.filter} (hostside html --from/--to/--pid/--tid)`)] : [])));
     const warns = $('div', {id: 'warnings'}, ...D.warnings.map(x => $('div', {class: 'warn', 'data-kind': x.kind}, `${x.kind} (${x.count}): ${x.message}`)));
     app.append(warns);
     if (D.samples > 0) cpuViews(app);
