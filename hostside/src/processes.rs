@@ -91,7 +91,7 @@ pub struct Processes {
     pub kallsyms: Option<Vec<u8>>,
     /// Mmap records seen.
     pub mmap_records: u64,
-    /// Names of JIT-compiled code, from the perf maps `rec` carried.
+    /// Names of JIT-compiled code, from the perf maps and jitdumps `rec` carried.
     pub jit: JitSymbols,
 }
 
@@ -120,8 +120,10 @@ impl Processes {
             Record::Blob(b) if b.name == "[vdso]" => p.vdso = Some(b),
             Record::Blob(b) if b.name == "kallsyms" => p.kallsyms = Some(b.data),
             Record::JitMap(j) if j.kind == "perf-map" => p.jit.add_perf_map(j.pid, &j.data),
+            Record::JitMap(j) if j.kind == "jitdump" => p.jit.add_jitdump_piece(&j),
             _ => {}
         });
+        p.jit.finish();
         for v in p.execs.values_mut() {
             v.sort_unstable();
         }
@@ -131,12 +133,13 @@ impl Processes {
         p.mmap_records = mmaps.len() as u64;
         for m in mmaps {
             // Data-only mappings never hold code; anonymous memory has no file to symbolize
-            // (JIT code is out of scope).
+            // (JIT code is named by crate::jit).
             let exec = m.prot & 4 != 0 || m.prot == 0;
             let named = !m.path.is_empty()
                 && (!m.path.starts_with('[') || m.path == "[vdso]")
                 && !m.path.starts_with("//anon");
-            if !exec || !named || m.len == 0 {
+            // A jitdump's marker mapping is no module (hostside::jit reads the dump itself).
+            if !exec || !named || m.len == 0 || crossprof_format::is_jitdump(&m.path) {
                 continue;
             }
             let key = ModuleKey {

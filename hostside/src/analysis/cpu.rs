@@ -117,7 +117,14 @@ struct RawStack {
     tid: u32,
     kernel: Vec<u64>,
     user: Vec<u64>,
+    /// For each user address, the JIT symbol live there at the sample's time ([`NO_JIT`] for
+    /// none); empty when no address is JIT code. Part of the key: the same address can be
+    /// different functions at different times.
+    jit: Vec<u32>,
 }
+
+/// No JIT symbol covers the address.
+const NO_JIT: u32 = u32::MAX;
 
 /// The address to look up for the i-th frame of a chain: return addresses point after the call,
 /// so their caller's line is found one byte earlier.
@@ -126,6 +133,26 @@ fn lookup_addr(i: usize, addr: u64) -> u64 {
         addr
     } else {
         addr.saturating_sub(1)
+    }
+}
+
+/// The JIT symbol of each address of a user chain at `time` (see [`RawStack::jit`]).
+fn jit_ids(processes: &Processes, pid: u32, user: &[u64], time: u64) -> Vec<u32> {
+    if processes.jit.is_empty() {
+        return Vec::new();
+    }
+    let ids: Vec<u32> = user
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| {
+            let la = lookup_addr(i, a);
+            processes.jit.id_at(pid, la, time).unwrap_or(NO_JIT)
+        })
+        .collect();
+    if ids.iter().all(|&id| id == NO_JIT) {
+        Vec::new()
+    } else {
+        ids
     }
 }
 
@@ -180,12 +207,14 @@ pub fn analyze_weighted(
                 s.user_chain
             };
             let next = raw_counts.len() as u32;
+            let jit = jit_ids(processes, space.0, &user, s.time);
             let idx = *raw
                 .entry(RawStack {
                     space,
                     tid: s.tid,
                     kernel: s.kernel_chain,
                     user,
+                    jit,
                 })
                 .or_insert(next);
             if idx == next {
@@ -249,9 +278,12 @@ pub fn analyze_weighted(
             let before = frames.len();
             match processes.place(st.space, la).and_then(|p| resolved.get(&p)) {
                 Some(ids) => frames.extend_from_slice(ids),
-                // Anonymous executable memory: JIT code, named by its process's perf map.
+                // Anonymous executable memory: JIT code, named by its process's perf map or
+                // jitdump as it was at the sample's time.
                 None => {
-                    let frame = processes.jit.frame(st.space.0, la).unwrap_or_else(|| {
+                    let jit = st.jit.get(i).filter(|&&id| id != NO_JIT);
+                    let frame = jit.and_then(|&id| processes.jit.frame(id, la));
+                    let frame = frame.unwrap_or_else(|| {
                         unmapped_frames += count;
                         unmapped_frame(a)
                     });

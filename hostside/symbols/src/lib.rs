@@ -40,6 +40,7 @@ mod error;
 mod files;
 mod index;
 mod index_cache;
+pub mod jitdump;
 mod kallsyms;
 mod lookup;
 mod minidebuginfo;

@@ -61,7 +61,7 @@ struct Output {
     identities: Identities,
     /// Distinct kernel addresses seen in call chains, for the kallsyms subset written at the end.
     kernel_addrs: HashSet<u64>,
-    /// The JIT maps of recorded processes, taken when each exits.
+    /// The JIT maps and jitdumps of recorded processes, taken when each exits.
     jit: jit::JitMaps,
     /// With `-a`: the processes whose maps are known, to read those of newcomers from /proc.
     procs: Option<Tracker>,
@@ -134,9 +134,9 @@ impl Output {
         match &r {
             Record::Fork(t) => self.jit.note(t.pid),
             Record::Comm(c) => self.jit.note(c.pid),
-            Record::Mmap(m) => self.jit.note(m.pid),
+            Record::Mmap(m) => self.jit.note_mmap(m.pid, &m.path),
             Record::Exit(t) if t.pid == t.tid => {
-                if let Some(map) = self.jit.take(t.pid, t.time) {
+                for map in self.jit.take(t.pid, t.time) {
                     self.push(&map);
                 }
             }

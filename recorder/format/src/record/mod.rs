@@ -17,7 +17,7 @@ mod task;
 
 pub use event_sample::EventSample;
 pub use heap::{Alloc, Free, StackNode};
-pub use jit::JitMap;
+pub use jit::{is_jitdump, JitMap};
 pub use run::{Blob, End, Header, Lost};
 pub use sample::{Sample, Switch};
 pub use task::{Comm, Mmap, Rss, Task};
