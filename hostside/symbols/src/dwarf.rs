@@ -1,10 +1,12 @@
-//! DWARF from a mapped debug file: builds an addr2line `Context` whose sections point into the
-//! map (uncompressed sections are not copied; compressed ones are inflated once, within a size
-//! limit), and turns an address into its inline chain.
+//! DWARF from a mapped debug file: addr2line contexts whose sections point into the map
+//! (uncompressed sections are not copied; compressed ones are inflated once, within a size
+//! limit, and only those addr2line reads), and the inline chain of an address.
 //!
-//! addr2line parses units lazily through interior mutability, so its `Context` is `Send` but not
-//! `Sync`; [`Dwarf`] keeps it behind a `Mutex`. A lookup holds the lock for microseconds once the
-//! unit is parsed.
+//! Units are parsed only when an address falls in them ([`crate::dwarf_units`]), unless the
+//! file's references cross units; then one addr2line `Context` covers the file. addr2line
+//! parses lazily through interior mutability, so a `Context` is `Send` but not `Sync`;
+//! [`Dwarf`] keeps its contexts behind a `Mutex`. A lookup holds the lock for microseconds
+//! once its unit is parsed.
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -14,6 +16,7 @@ use object::{CompressionFormat, Object, ObjectSection};
 
 use crate::backing::{Backing, Bytes};
 use crate::demangle::demangle;
+use crate::dwarf_units::{refers_across_units, LazyUnits};
 use crate::error::Error;
 use crate::SymFrame;
 
@@ -29,8 +32,24 @@ const MAX_FRAMES: usize = 64;
 
 /// A file's DWARF, ready for lookups from any thread.
 pub(crate) struct Dwarf {
-    context: Mutex<addr2line::Context<Reader>>,
+    context: Mutex<Contexts>,
 }
+
+/// How a file's units are looked up.
+enum Contexts {
+    /// One context per unit, made when an address falls in it.
+    Lazy(Box<LazyUnits>),
+    /// One context for the whole file (its references cross units).
+    Whole(Box<addr2line::Context<Reader>>),
+}
+
+/// Sections addr2line never reads (locations, type units, macros): not loaded, so a
+/// compressed one is not inflated either.
+const UNUSED: [gimli::SectionId; 3] = [
+    gimli::SectionId::DebugLoc,
+    gimli::SectionId::DebugLocLists,
+    gimli::SectionId::DebugTypes,
+];
 
 impl Dwarf {
     /// Loads the DWARF of `file` (parsed from `backing`), or `None` when it has no
@@ -40,32 +59,27 @@ impl Dwarf {
         backing: &Arc<Backing>,
         path: &Path,
     ) -> Result<Option<Dwarf>, Error> {
-        let info_size = file.section_by_name(".debug_info").map_or(0, |s| s.size());
-        if info_size == 0 {
+        let Some(mut dwarf) = sections(file, backing, path)? else {
             return Ok(None);
-        }
-        let endian = if file.is_little_endian() {
-            gimli::RunTimeEndian::Little
-        } else {
-            gimli::RunTimeEndian::Big
         };
-        let mut inflated = 0u64;
-        let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, Error> {
-            let bytes = section_bytes(file, backing, path, id.name(), &mut inflated)?;
-            Ok(gimli::EndianReader::new(bytes, endian))
-        })?;
         // addr2line is a third-party parser fed hostile bytes: a panic in it (an arithmetic
         // overflow check, say) loses this file's DWARF, not the whole run.
-        let context =
-            std::panic::catch_unwind(AssertUnwindSafe(|| addr2line::Context::from_dwarf(dwarf)))
-                .map_err(|_| Error::ParserPanic {
-                    path: path.to_path_buf(),
-                    parser: "addr2line",
-                })?
-                .map_err(|source| Error::Dwarf {
-                    path: path.to_path_buf(),
-                    source,
-                })?;
+        let context = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            if refers_across_units(&dwarf) {
+                dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
+                addr2line::Context::from_dwarf(dwarf).map(|c| Contexts::Whole(Box::new(c)))
+            } else {
+                LazyUnits::index(dwarf).map(|lazy| Contexts::Lazy(Box::new(lazy)))
+            }
+        }))
+        .map_err(|_| Error::ParserPanic {
+            path: path.to_path_buf(),
+            parser: "addr2line",
+        })?
+        .map_err(|source| Error::Dwarf {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(Some(Dwarf {
             context: Mutex::new(context),
         }))
@@ -83,7 +97,10 @@ impl Dwarf {
         let lookup = || {
             self.context
                 .lock()
-                .map(|context| Self::frames_locked(&context, svma))
+                .map(|mut contexts| match &mut *contexts {
+                    Contexts::Whole(context) => frames_of(context, svma).unwrap_or_default(),
+                    Contexts::Lazy(units) => frames_lazy(units, svma),
+                })
                 .unwrap_or_default()
         };
         std::panic::catch_unwind(AssertUnwindSafe(lookup)).unwrap_or_default()
@@ -94,34 +111,80 @@ impl Dwarf {
     pub(crate) fn disabled(&self) -> bool {
         self.context.is_poisoned()
     }
+}
 
-    fn frames_locked(context: &addr2line::Context<Reader>, svma: u64) -> Vec<SymFrame> {
-        let mut out = Vec::new();
-        let Ok(mut iter) = context.find_frames(svma).skip_all_loads() else {
-            return out;
-        };
-        while out.len() < MAX_FRAMES {
-            let frame = match iter.next() {
-                Ok(Some(frame)) => frame,
-                Ok(None) | Err(_) => break,
-            };
-            let function = frame
-                .function
-                .as_ref()
-                .and_then(|f| f.raw_name().ok())
-                .map(|n| demangle(&n));
-            let (file, line) = match frame.location {
-                Some(loc) => (loc.file.map(str::to_string), loc.line),
-                None => (None, None),
-            };
-            out.push(SymFrame {
-                function,
-                file,
-                line,
-            });
-        }
-        out
+/// The DWARF sections of `file` that addr2line reads, or `None` when it has no
+/// `.debug_info`.
+pub(crate) fn sections(
+    file: &object::File<'_>,
+    backing: &Arc<Backing>,
+    path: &Path,
+) -> Result<Option<gimli::Dwarf<Reader>>, Error> {
+    let info_size = file.section_by_name(".debug_info").map_or(0, |s| s.size());
+    if info_size == 0 {
+        return Ok(None);
     }
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let mut inflated = 0u64;
+    let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, Error> {
+        let bytes = if UNUSED.contains(&id) {
+            Bytes::empty()
+        } else {
+            section_bytes(file, backing, path, id.name(), &mut inflated)?
+        };
+        Ok(gimli::EndianReader::new(bytes, endian))
+    })?;
+    Ok(Some(dwarf))
+}
+
+/// The frames from the first unit covering `svma` that knows the address, trying the units
+/// in the order a whole-file context does.
+pub(crate) fn frames_lazy(units: &mut LazyUnits, svma: u64) -> Vec<SymFrame> {
+    for id in units.candidates(svma) {
+        let Some(context) = units.context(id) else {
+            continue;
+        };
+        match frames_of(context, svma) {
+            Some(frames) if frames.is_empty() => continue,
+            Some(frames) => return frames,
+            None => return Vec::new(),
+        }
+    }
+    Vec::new()
+}
+
+/// The inline chain `context` gives for `svma`: empty when no unit of it knows the address,
+/// `None` when the lookup failed (damaged DWARF).
+pub(crate) fn frames_of(context: &addr2line::Context<Reader>, svma: u64) -> Option<Vec<SymFrame>> {
+    let mut out = Vec::new();
+    let mut iter = context.find_frames(svma).skip_all_loads().ok()?;
+    while out.len() < MAX_FRAMES {
+        let frame = match iter.next() {
+            Ok(Some(frame)) => frame,
+            Ok(None) => break,
+            Err(_) if out.is_empty() => return None,
+            Err(_) => break,
+        };
+        let function = frame
+            .function
+            .as_ref()
+            .and_then(|f| f.raw_name().ok())
+            .map(|n| demangle(&n));
+        let (file, line) = match frame.location {
+            Some(loc) => (loc.file.map(str::to_string), loc.line),
+            None => (None, None),
+        };
+        out.push(SymFrame {
+            function,
+            file,
+            line,
+        });
+    }
+    Some(out)
 }
 
 /// The bytes of section `name`: a range of the map when stored plainly, an inflated copy when

@@ -35,6 +35,7 @@ mod backing;
 mod debuginfod;
 mod demangle;
 mod dwarf;
+mod dwarf_units;
 mod elf_info;
 mod error;
 mod files;
