@@ -19,6 +19,7 @@ Examples:
   hostside export --format collapsed --sysroot ./sysroot t.zst -o t.folded
   hostside export --format pprof --sysroot ./sysroot t.zst -o t.pb.gz    # go tool pprof t.pb.gz
   hostside html --sysroot ./sysroot t.zst -o report.html
+  hostside html --sysroot ./sysroot before.zst after.zst -o diff.html
   hostside annotate --sysroot ./sysroot t.zst hot_loop --source-dir ~/src/app
   hostside diff before.zst after.zst --sysroot ./sysroot
   hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
@@ -195,8 +196,13 @@ pub enum Command {
     /// summary and warnings, timeline with time and thread selection, function table,
     /// callers/callees with file:line, call trees, flame graph, heap views.
     Html {
-        /// The recording.
+        /// The recording (with NEW: the baseline).
         file: PathBuf,
+        /// A second recording: write a page comparing FILE (old) with it (new), with the
+        /// numbers of `hostside diff FILE NEW --json`: per function before, after and the
+        /// change, a differential flame graph, and the heap sites' changes.
+        #[arg(value_name = "NEW")]
+        new: Option<PathBuf>,
         /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,

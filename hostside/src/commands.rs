@@ -12,6 +12,7 @@ use crate::analysis::events;
 use crate::analysis::heap::{self, HeapMetric, HeapOptions};
 use crate::analysis::off_cpu_profile;
 use crate::cli::{Cli, Command, HeapGraph};
+use crate::filter::Filter;
 use crate::output::diff::Side;
 use crate::output::off_cpu as off_cpu_text;
 use crate::output::{self as o, export, flame, folded, heap_text, info, json, leak_check, text};
@@ -194,11 +195,16 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         }
         Command::Html {
             file,
+            new,
             symbols,
             filter,
             output,
         } => {
-            let l = load(&file, &symbols.lookup(), &filter.filter())?;
+            let filter = filter.filter();
+            if let Some(new) = new {
+                return html_diff(&file, &new, &symbols.lookup(), &filter, &output);
+            }
+            let l = load(&file, &symbols.lookup(), &filter)?;
             let heap = l.has_heap.then(|| l.heap(HeapOptions::default()));
             let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l));
             let mut out = create(&output)?;
@@ -269,6 +275,47 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             Ok(Outcome::Success)
         }
     }
+}
+
+/// `hostside html OLD NEW`: both recordings analysed as `hostside diff` does (the same time
+/// window on both; a process or thread belongs to one recording, so those are refused).
+fn html_diff(
+    old: &Path,
+    new: &Path,
+    lookup: &crossprof_symbols::Lookup,
+    filter: &Filter,
+    output: &Path,
+) -> Result<Outcome> {
+    if filter.pid.is_some() || filter.tid.is_some() {
+        bail!("--pid and --tid select one recording's tasks; a comparison takes --from/--to only");
+    }
+    let a = load(old, lookup, filter)?;
+    let b = load(new, lookup, filter)?;
+    let rows = diff(&a.cpu, &b.cpu);
+    let (ha, hb) = if a.has_heap || b.has_heap {
+        let opts = HeapOptions::default();
+        (Some(a.heap(opts)), Some(b.heap(opts)))
+    } else {
+        (None, None)
+    };
+    let heap = ha
+        .as_ref()
+        .zip(hb.as_ref())
+        .map(|(x, y)| heap::diff::diff(x, y));
+    let (ca, cb) = (a.context(ha.as_ref()), b.context(hb.as_ref()));
+    let old_side = o::html::diff::DiffSide {
+        file: old,
+        ctx: &ca,
+        cpu: &a.cpu,
+    };
+    let new_side = o::html::diff::DiffSide {
+        file: new,
+        ctx: &cb,
+        cpu: &b.cpu,
+    };
+    let mut out = create(output)?;
+    o::html::diff::write(&old_side, &new_side, &rows, heap.as_ref(), &mut out)?;
+    Ok(Outcome::Success)
 }
 
 fn heap_options(top: usize) -> HeapOptions {

@@ -141,8 +141,20 @@ pub fn speedscope_ns(text: &str) -> f64 {
 /// after selecting the hottest function and dragging a time range, and a screenshot when
 /// `screenshot` is given.
 pub fn report_check(file: &Path, screenshot: Option<&Path>) -> Value {
+    browser_check("report.js", file, screenshot)
+}
+
+/// Runs `tests/browser/diff.js` on a `hostside html OLD NEW` page: its tables with the
+/// exact values of their cells, the differential flame graph's frames and changes.
+pub fn diff_page_check(file: &Path) -> Value {
+    browser_check("diff.js", file, None)
+}
+
+/// Runs the headless-Chromium driver `tests/browser/SCRIPT` on a page and parses the JSON it
+/// prints.
+fn browser_check(script: &str, file: &Path, screenshot: Option<&Path>) -> Value {
     let mut cmd = Command::new("node");
-    cmd.arg(root().join("tests/browser/report.js"))
+    cmd.arg(root().join("tests/browser").join(script))
         .arg(npm_dir())
         .arg(file);
     if let Some(s) = screenshot {
@@ -151,7 +163,7 @@ pub fn report_check(file: &Path, screenshot: Option<&Path>) -> Value {
     let o = cmd.output().expect("run node");
     assert!(
         o.status.success(),
-        "report.js failed:\n{}",
+        "{script} failed:\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).expect("report.js prints JSON")

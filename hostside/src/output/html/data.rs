@@ -10,6 +10,7 @@ use crate::analysis::heap::HeapProfile;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::diagnostics::Diagnostic;
 use crate::frames::{FrameId, FrameTable};
+use crate::output::context::ReportContext;
 use crate::pipeline::Loaded;
 
 /// At most this many time slices: the timeline's resolution and the bound on sample rows.
@@ -179,7 +180,9 @@ impl<'a> TableBuilder<'a> {
     }
 }
 
-fn cpu_tables(cpu: &CpuProfile, threads: &HashMap<(u32, u32), u32>) -> Tables {
+/// The tables of a CPU profile's stacks; `threads` maps (pid, tid) to the page's thread
+/// index (empty: every stack on thread 0).
+pub fn cpu_tables(cpu: &CpuProfile, threads: &HashMap<(u32, u32), u32>) -> Tables {
     let mut b = TableBuilder::new(&cpu.table);
     for s in &cpu.stacks {
         let t = threads.get(&(s.pid, s.tid)).copied().unwrap_or(0);
@@ -201,6 +204,28 @@ fn off_cpu_data(w: &OffCpuProfile, threads: &HashMap<(u32, u32), u32>) -> OffCpu
         wait_ns: w.profile.stacks.iter().map(|s| s.count).collect(),
         stacks: w.stacks.clone(),
     }
+}
+
+/// The summary's warnings: a profile too thin to trust, then every diagnostic of `ctx`.
+pub fn warnings(ctx: &ReportContext, samples: u64) -> Vec<Warning> {
+    let mut warnings: Vec<Warning> = Vec::new();
+    if samples > 0 && samples < FEW_SAMPLES {
+        warnings.push(Warning {
+            kind: "few-samples".into(),
+            count: samples,
+            message: format!(
+                "only {samples} samples: shares below about {:.0}% are noise; record longer or \
+                 with a higher --freq",
+                100.0 / (samples as f64).sqrt()
+            ),
+        });
+    }
+    warnings.extend(ctx.diagnostics.iter().map(|d: &Diagnostic| Warning {
+        kind: d.kind.name().to_string(),
+        count: d.count,
+        message: d.message.clone(),
+    }));
+    warnings
 }
 
 /// Gathers the page's data.
@@ -238,24 +263,7 @@ pub fn gather(l: &Loaded, heap: Option<&HeapProfile>, off_cpu: Option<&OffCpuPro
         }
     }
     let ctx = l.context(heap);
-    let mut warnings: Vec<Warning> = Vec::new();
-    if cpu.samples > 0 && cpu.samples < FEW_SAMPLES {
-        warnings.push(Warning {
-            kind: "few-samples".into(),
-            count: cpu.samples,
-            message: format!(
-                "only {} samples: shares below about {:.0}% are noise; record longer or with a \
-                 higher --freq",
-                cpu.samples,
-                100.0 / (cpu.samples as f64).sqrt()
-            ),
-        });
-    }
-    warnings.extend(ctx.diagnostics.iter().map(|d: &Diagnostic| Warning {
-        kind: d.kind.name().to_string(),
-        count: d.count,
-        message: d.message.clone(),
-    }));
+    let warnings = warnings(&ctx, cpu.samples);
     let command = h.command.join(" ");
     Data {
         title: format!("crossprof: {command}"),

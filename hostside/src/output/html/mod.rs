@@ -9,6 +9,8 @@
 //! graph per cost type, and for off-CPU recordings where threads waited (table and flame graph). The Rust side only gathers the data ([`data`]); `report.js` computes
 //! every view from it in the browser, so a time selection needs no round trip.
 //!
+//! `hostside html OLD NEW` writes the comparison page instead ([`diff`]).
+//!
 //! Size: samples are stored per (time slice, stack) with a count, the timeline cut in at most
 //! [`data::TIME_SLICES`] slices, so the file grows with the number of distinct stacks, not with
 //! the recording's length.
@@ -22,6 +24,7 @@ use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::pipeline::Loaded;
 
 pub mod data;
+pub mod diff;
 
 const SCRIPT: &str = include_str!("report.js");
 const STYLE: &str = include_str!("report.css");
@@ -34,17 +37,21 @@ pub fn write(
     out: &mut dyn Write,
 ) -> Result<()> {
     let d = data::gather(l, heap, off_cpu);
-    let json = serde_json::to_string(&d)?;
+    page(&d.title, &serde_json::to_string(&d)?, SCRIPT, out)
+}
+
+/// Writes one page: `json` as the data block, `script` after it, the shared style sheet.
+fn page(title: &str, json: &str, script: &str, out: &mut dyn Write) -> Result<()> {
     // Inside a <script> element, "</" would end it: JSON allows "<\/" instead.
     let json = json.replace("</", "<\\/");
-    let title = html_escape(&d.title);
+    let title = html_escape(title);
     write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>{title}</title><style>{STYLE}</style></head>\n<body>\
          <div id=\"app\"><p id=\"loading\">Loading…</p></div>\n\
          <script id=\"crossprof-data\" type=\"application/json\">{json}</script>\n\
-         <script>{SCRIPT}</script></body></html>\n"
+         <script>{script}</script></body></html>\n"
     )?;
     out.flush()?;
     Ok(())
