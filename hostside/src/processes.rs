@@ -79,6 +79,8 @@ pub struct Processes {
     pub modules: Vec<ModuleKey>,
     module_index: HashMap<ModuleKey, ModuleIdx>,
     spaces: HashMap<SpaceKey, Vec<Mapping>>,
+    /// Anonymous executable mappings (JIT code), per address space.
+    anonymous_code: HashMap<SpaceKey, Vec<(u64, u64)>>,
     execs: HashMap<u32, Vec<u64>>,
     parent: HashMap<u32, (u32, u64)>,
     names: HashMap<u32, Vec<(u64, String)>>,
@@ -138,6 +140,11 @@ impl Processes {
             let named = !m.path.is_empty()
                 && (!m.path.starts_with('[') || m.path == "[vdso]")
                 && !m.path.starts_with("//anon");
+            if exec && !named && m.len > 0 && (m.path.is_empty() || m.path.starts_with("//anon")) {
+                let space = (m.pid, p.generation(m.pid, m.time));
+                let code = p.anonymous_code.entry(space).or_default();
+                code.push((m.start, m.start.saturating_add(m.len)));
+            }
             // A jitdump's marker mapping is no module (hostside::jit reads the dump itself).
             if !exec || !named || m.len == 0 || crossprof_format::is_jitdump(&m.path) {
                 continue;
@@ -255,6 +262,13 @@ impl Processes {
             gen = self.generation(parent, fork_time);
         }
         Vec::new()
+    }
+
+    /// The anonymous executable mappings (code a JIT generated) of address space `space`.
+    pub fn anonymous_code(&self, space: SpaceKey) -> &[(u64, u64)] {
+        self.anonymous_code
+            .get(&space)
+            .map_or(&[], |v| v.as_slice())
     }
 
     /// Every task's name at the end of the recording, for outputs that label stacks by

@@ -34,6 +34,9 @@ pub struct UnwindStats {
     /// Frames found by prologue analysis, a heuristic: 32-bit ARM code without any unwind
     /// table (libgcc's helpers linked into a program), whose instructions were decoded.
     pub prologue_frames: u64,
+    /// Frames in JIT code (anonymous executable memory, no unwind tables) unwound by the
+    /// frame-pointer rule, a fallback: right where the runtime keeps frame pointers.
+    pub jit_frame_pointer_frames: u64,
     /// Modules whose unwind sections could not be read (an unreadable file, a damaged ELF):
     /// stacks are cut short in them.
     pub sections_failed: u64,
@@ -211,6 +214,9 @@ impl Modules<'_> {
                 }
             }
         }
+        for &(start, end) in self.processes.anonymous_code(key) {
+            space.add_jit_code(start..end);
+        }
         space
     }
 }
@@ -257,6 +263,7 @@ impl<A: Architecture> ArchSpaces for Spaces<A> {
         let mut out = Vec::new();
         let outcome = space.unwind(regs, &s.stack, &mut out);
         stats.prologue_frames += space.take_prologue_frames();
+        stats.jit_frame_pointer_frames += space.take_jit_frames();
         stats.count(outcome);
         out
     }

@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use crossprof_format::{Reader, Record, Sample};
+use crossprof_format::{Arch, PerfRegs, Reader, Record, Sample};
 use crossprof_tests::*;
 
 /// One function the program logged: where and from when it lived.
@@ -167,4 +167,80 @@ fn generated_functions_are_named_from_the_carried_jitdump_as_they_were_at_each_s
             .0 as u64;
     assert_eq!(hot["file"], "/jit/hot.src", "{hot:#}");
     assert_eq!(hot["line"].as_u64(), Some(line), "{hot:#} {hot_lines:?}");
+}
+
+/// Unwinding through JIT frames: with stack copies (`--call-graph dwarf`, the default), a
+/// frame in generated code has no unwind tables; hostside falls back to the frame-pointer
+/// rule there and carries on into native frames, so the native caller of JIT code (main) and
+/// the native callee it calls back (native_spin) both appear on the stacks.
+#[test]
+fn stacks_unwind_through_jit_frames_into_native_callers() {
+    let (recording, loads, samples) = build_and_record("jitdump-dwarf", &[]);
+    // Ground truth: samples whose sampled instruction lies in jit_hot and in native_spin
+    // (the registers' instruction pointer; no kernel frames).
+    let hot = loads.iter().find(|l| l.name == "jit_hot").unwrap();
+    let pcs: Vec<u64> = samples
+        .iter()
+        .filter(|s| s.kernel_chain.is_empty())
+        .filter_map(|s| {
+            let pc = PerfRegs::of(Arch::X86_64).pc;
+            PerfRegs::get(s.regs_mask, &s.regs, pc)
+        })
+        .collect();
+    let in_hot = pcs
+        .iter()
+        .filter(|&&pc| hot.start <= pc && pc < hot.end)
+        .count() as u64;
+    assert!(in_hot >= 100, "only {in_hot} samples in jit_hot");
+    let folded = dir_of(&recording).join("stacks.folded");
+    hostside_ok(&[
+        "export",
+        recording.to_str().unwrap(),
+        "--format",
+        "collapsed",
+        "-o",
+        folded.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&folded).unwrap();
+    let count = |suffix: &str| -> u64 {
+        text.lines()
+            .filter_map(|l| l.rsplit_once(' '))
+            .filter(|(stack, _)| stack.ends_with(suffix))
+            .map(|(_, n)| n.parse::<u64>().unwrap())
+            .sum()
+    };
+    // main → JIT: every jit_hot sample reaches main and the program's entry.
+    let hot_leaf = count(";jit_hot");
+    let hot_full = count(";_start;__libc_start_main_impl;__libc_start_call_main;main;jit_hot");
+    assert!(
+        hot_leaf >= in_hot * 9 / 10,
+        "{hot_leaf} of {in_hot}:\n{text}"
+    );
+    assert!(
+        hot_full * 100 >= hot_leaf * 95,
+        "{hot_full} of {hot_leaf}:\n{text}"
+    );
+    // main → JIT → native: native_spin's caller is the generated jit_outer, and its caller
+    // main.
+    let spin_leaf = count(";native_spin");
+    let spin_full = count(";main;jit_outer;native_spin");
+    assert!(
+        spin_leaf >= 20,
+        "only {spin_leaf} samples in native_spin:\n{text}"
+    );
+    assert!(
+        spin_full * 100 >= spin_leaf * 95,
+        "{spin_full} of {spin_leaf}:\n{text}"
+    );
+    // The fallback is counted.
+    let report = report_json(&recording, None);
+    let u = &report["cpu"]["stack_unwinding"];
+    assert!(
+        u["jit_frame_pointer_frames"].as_u64().unwrap() >= hot_leaf + spin_leaf,
+        "{u:#}"
+    );
+}
+
+fn dir_of(p: &std::path::Path) -> std::path::PathBuf {
+    p.parent().unwrap().to_path_buf()
 }

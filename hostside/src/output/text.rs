@@ -143,6 +143,13 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
             u.prologue_frames
         )?;
     }
+    if u.jit_frame_pointer_frames > 0 {
+        writeln!(
+            out,
+            "            {:>7} JIT frames unwound by frame pointer (generated code has no tables)",
+            u.jit_frame_pointer_frames
+        )?;
+    }
     if u.no_registers > 0 {
         writeln!(
             out,

@@ -50,6 +50,9 @@ enum Plan {
     PltReturn,
     /// The entry point's start code without unwind info: the outermost frame.
     Outermost,
+    /// Code generated at run time (anonymous executable memory), which has no unwind
+    /// tables: the frame-pointer rule, as JIT runtimes keep frame pointers.
+    FramePointer,
     /// Nothing can unwind this frame.
     Stop(CutShort),
 }
@@ -91,6 +94,8 @@ pub(crate) trait FramehopArch: Architecture {
 
     /// The unwinder and cache in an address space's state.
     fn parts(state: &mut Self::State) -> (&Self::Fh, &mut Self::Cache);
+    /// The frame pointer's DWARF register number (rbp, x29).
+    const FP_REG: u16;
     /// The registers a walk starts from.
     fn initial(regs: &Registers, max_avma: u64) -> Self::Regs;
     /// The stack pointer.
@@ -120,6 +125,9 @@ fn failure(copy: &StackCopy<'_>) -> CutShort {
 impl<A: Architecture> AddressSpace<A> {
     fn plan(&self, lookup: u64, first: bool) -> Plan {
         let Some((bias, s)) = self.module_at(lookup) else {
+            if self.is_jit(lookup) {
+                return Plan::FramePointer;
+            }
             return Plan::Stop(self.unknown_code(lookup));
         };
         let svma = lookup.wrapping_sub(bias);
@@ -200,6 +208,34 @@ fn step_framehop<A: FramehopArch>(
         .map_err(|_| failure(copy))
 }
 
+/// One step by the frame-pointer rule, for JIT code: the frame pointer points at the saved
+/// frame pointer, the return address is the word above it, and the caller's stack starts
+/// above both. A frame pointer below the stack pointer, or one that does not move up, is no
+/// frame.
+fn step_frame_pointer<A: FramehopArch>(
+    state: &mut A::Regs,
+    pc: u64,
+    copy: &StackCopy<'_>,
+) -> Result<Option<u64>, CutShort> {
+    copy.reset();
+    let fp = A::dwarf(state, A::FP_REG, pc).ok_or(CutShort::BadFrame)?;
+    let sp = A::sp(state);
+    if fp < sp || fp % 8 != 0 {
+        return Err(CutShort::BadFrame);
+    }
+    let word = |a: u64| copy.u64(a).ok_or_else(|| failure(copy));
+    let (saved_fp, ra) = (
+        word(fp)?,
+        word(fp.checked_add(8).ok_or(CutShort::BadFrame)?)?,
+    );
+    if ra == 0 {
+        return Ok(None);
+    }
+    let caller_sp = fp.checked_add(16).ok_or(CutShort::BadFrame)?;
+    A::restore(state, ra, caller_sp, saved_fp, ra);
+    Ok(Some(A::strip(state, ra)))
+}
+
 /// Restores the registers a signal handler's trampoline frame saved; `None` when the
 /// address is no trampoline.
 fn signal_frame<A: FramehopArch>(
@@ -263,6 +299,12 @@ pub(crate) fn unwind<A: FramehopArch>(
             Plan::Stop(why) => return Outcome::CutShort(why),
             Plan::Outermost => return Outcome::Complete,
             Plan::PltReturn => A::plt_return(&mut state, &copy),
+            Plan::FramePointer => {
+                space
+                    .jit_frames
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                step_frame_pointer::<A>(&mut state, pc, &copy)
+            }
             Plan::Dwarf => step_dwarf(space, lookup, pc, first, &mut state, &copy),
             Plan::Framehop => {
                 let before = state;
@@ -354,6 +396,30 @@ mod tests {
         let o = space.unwind(regs(f + BIAS), &0x7000_0010u64.to_le_bytes(), &mut out);
         assert_eq!(o, Outcome::CutShort(CutShort::NoUnwindTables));
         assert_eq!(out, [f + BIAS, 0x7000_0010]);
+    }
+
+    /// Code a JIT generated has no tables: its frame is unwound by the frame-pointer rule
+    /// (saved frame pointer at the frame pointer, return address above it) into the native
+    /// caller, and the fallback is counted; a frame pointer below the stack is no frame.
+    #[test]
+    fn jit_code_is_unwound_by_its_frame_pointer_into_native_code() {
+        let (mut space, _, f) = space();
+        space.add_jit_code(0x7000_0000..0x7000_1000);
+        let caller = f + BIAS + 1;
+        let mut stack = vec![0u8; 16];
+        stack.extend_from_slice(&0u64.to_le_bytes());
+        stack.extend_from_slice(&caller.to_le_bytes());
+        let mut r = regs(0x7000_0010);
+        r.fp = r.sp + 16;
+        let mut out = Vec::new();
+        space.unwind(r, &stack, &mut out);
+        assert_eq!(out.get(..2), Some(&[0x7000_0010, caller][..]), "{out:x?}");
+        assert_eq!(space.take_jit_frames(), 1);
+        r.fp = r.sp - 16;
+        let mut out = Vec::new();
+        let o = space.unwind(r, &stack, &mut out);
+        assert_eq!(o, Outcome::CutShort(CutShort::BadFrame));
+        assert_eq!(out, [0x7000_0010]);
     }
 
     #[test]

@@ -37,6 +37,11 @@ pub struct AddressSpace<A: Architecture> {
     code: Vec<(Range<u64>, u64, Arc<UnwindSections>)>,
     /// Every executable mapping, with or without unwind tables, sorted by start.
     mapped: Vec<Range<u64>>,
+    /// Anonymous executable memory (code a JIT generated), sorted by start.
+    jit: Vec<Range<u64>>,
+    /// Frames in JIT code unwound by the frame-pointer rule since the last
+    /// [`AddressSpace::take_jit_frames`].
+    pub(crate) jit_frames: AtomicU64,
     /// Frames unwound by prologue analysis (a heuristic) since the last
     /// [`AddressSpace::take_prologue_frames`].
     pub(crate) prologue_frames: AtomicU64,
@@ -51,6 +56,8 @@ impl<A: Architecture> AddressSpace<A> {
             max_avma: 0,
             code: Vec::new(),
             mapped: Vec::new(),
+            jit: Vec::new(),
+            jit_frames: AtomicU64::new(0),
             prologue_frames: AtomicU64::new(0),
         }
     }
@@ -69,6 +76,27 @@ impl<A: Architecture> AddressSpace<A> {
     pub fn add_mapping(&mut self, avma: Range<u64>) {
         let at = self.mapped.partition_point(|r| r.start < avma.start);
         self.mapped.insert(at, avma);
+    }
+
+    /// Adds anonymous executable memory: code a JIT runtime generated, with no unwind tables.
+    /// On x86_64 and AArch64 its frames are unwound by the frame-pointer rule (JIT runtimes
+    /// keep frame pointers); elsewhere a stack ending there is cut short for want of tables.
+    pub fn add_jit_code(&mut self, avma: Range<u64>) {
+        self.add_mapping(avma.clone());
+        let at = self.jit.partition_point(|r| r.start < avma.start);
+        self.jit.insert(at, avma);
+    }
+
+    /// Whether `addr` lies in JIT code (see [`AddressSpace::add_jit_code`]).
+    pub(crate) fn is_jit(&self, addr: u64) -> bool {
+        let i = self.jit.partition_point(|r| r.start <= addr);
+        self.jit[..i].iter().rev().any(|r| r.contains(&addr))
+    }
+
+    /// How many frames in JIT code were unwound by the frame-pointer rule (a fallback, so
+    /// reports show the count) since the last call.
+    pub fn take_jit_frames(&self) -> u64 {
+        self.jit_frames.swap(0, Ordering::Relaxed)
     }
 
     /// Whether `addr` lies in an executable mapping.

@@ -24,6 +24,8 @@ impl FramehopArch for Aarch64 {
         (&state.unwinder, &mut state.cache)
     }
 
+    const FP_REG: u16 = FP;
+
     fn initial(regs: &Registers, max_avma: u64) -> Self::Regs {
         UnwindRegsAarch64::new_with_ptr_auth_mask(
             PtrAuthMask::from_max_known_address(max_avma),

@@ -24,6 +24,8 @@ impl FramehopArch for X86_64 {
         (&state.unwinder, &mut state.cache)
     }
 
+    const FP_REG: u16 = BP;
+
     fn initial(regs: &Registers, _max_avma: u64) -> Self::Regs {
         UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp)
     }
