@@ -20,4 +20,5 @@ pub mod processes;
 pub mod recording;
 pub mod remote;
 pub mod resolve;
+pub mod segments;
 pub mod unwinding;

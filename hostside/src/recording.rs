@@ -1,5 +1,9 @@
 //! Opening a recording file: map it, check the header, and stream its records.
 //!
+//! A recording written with `rec --max-size` is several segment files (see
+//! [`crate::segments`]); they are read one after the other as one stream of records, each
+//! segment by its own tolerant reader, so a torn segment loses only its own tail.
+//!
 //! The file is memory-mapped rather than read, so a long recording costs address space, not
 //! heap; records are decoded one frame at a time by the format crate's tolerant reader, so a
 //! pass over the file holds at most one decompressed frame.
@@ -36,6 +40,15 @@ pub type Pass<'a> = &'a mut dyn FnMut(&mut dyn FnMut(Record));
 /// An opened recording: its bytes and where they came from.
 pub struct Recording {
     path: PathBuf,
+    /// Its files, oldest first; at least one.
+    segments: Vec<Segment>,
+    header: Header,
+    /// Bytes of segment files that held no readable header (created as rec was killed).
+    unreadable_bytes: u64,
+}
+
+/// One file of a recording.
+struct Segment {
     data: Data,
     header: Header,
 }
@@ -56,40 +69,90 @@ impl Data {
 }
 
 impl Recording {
-    /// Maps `path` and validates that it starts with a crossprof header.
+    /// Maps `path` (and the `--max-size` segments next to it) and validates that it starts
+    /// with a crossprof header.
     pub fn open(path: &Path) -> Result<Recording> {
-        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let len = file
-            .metadata()
-            .with_context(|| format!("cannot stat {}", path.display()))?
-            .len();
-        // SAFETY: the mapping is read-only; a recording is not modified while hostside reads it
-        // (rec only appends, and analysis happens after the copy from the board).
-        let data = if len == 0 {
-            Data::Owned(Vec::new())
+        let files = crate::segments::discover(path);
+        if files.is_empty() {
+            // Let the error say why (no such file, no permission).
+            File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        }
+        let mut segments = Vec::new();
+        let mut unreadable_bytes = 0;
+        let mut first_error = None;
+        let mut own_readable = false;
+        for file in &files {
+            let data = map(file)?;
+            match Reader::new(data.bytes()) {
+                Ok(r) => {
+                    own_readable |= file.as_path() == path;
+                    let header = r.header().clone();
+                    segments.push(Segment { data, header });
+                }
+                Err(e) => {
+                    unreadable_bytes += data.bytes().len() as u64;
+                    first_error.get_or_insert((file.clone(), e));
+                }
+            }
+        }
+        // Segments of another recording at the same path (files copied together by hand)
+        // are left out: `path` itself says which recording this is, else the newest segment.
+        let key = if own_readable {
+            segments.first()
         } else {
-            Data::Mapped(
-                unsafe { memmap2::Mmap::map(&file) }
-                    .with_context(|| format!("cannot map {}", path.display()))?,
-            )
+            segments.last()
         };
-        Self::new(path, data)
+        if let Some(key) = key.map(|s| s.header.clone()) {
+            segments.retain(|s| {
+                s.header.start_unix_ns == key.start_unix_ns && s.header.hostname == key.hostname
+            });
+            segments.sort_by_key(|s| s.header.segment);
+        }
+        if segments.is_empty() {
+            return Err(match first_error {
+                Some((file, e)) => anyhow::Error::new(e).context(file.display().to_string()),
+                None => anyhow::anyhow!("{}: empty file", path.display()),
+            });
+        }
+        Ok(Self::assemble(path, segments, unreadable_bytes))
     }
 
     /// Reads a recording held in memory; `name` is used in messages.
     pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<Recording> {
-        Self::new(name, Data::Owned(bytes))
-    }
-
-    fn new(path: &Path, data: Data) -> Result<Recording> {
+        let data = Data::Owned(bytes);
         let header = Reader::new(data.bytes())
             .map(|r| r.header().clone())
-            .with_context(|| format!("{}", path.display()))?;
-        Ok(Recording {
+            .with_context(|| format!("{}", name.display()))?;
+        Ok(Self::assemble(name, vec![Segment { data, header }], 0))
+    }
+
+    /// The recording of `segments`. Its header is the oldest segment's, whose start is moved
+    /// to that segment's start when older ones were deleted: times and durations then cover
+    /// what the files hold.
+    fn assemble(path: &Path, segments: Vec<Segment>, unreadable_bytes: u64) -> Recording {
+        let mut header = segments[0].header.clone();
+        if header.segment > 0 && header.segment_start_ns > header.start_clock_ns {
+            let shift = header.segment_start_ns - header.start_clock_ns;
+            header.start_clock_ns = header.segment_start_ns;
+            header.start_unix_ns = header.start_unix_ns.saturating_add(shift);
+        }
+        Recording {
             path: path.to_path_buf(),
-            data,
+            segments,
             header,
-        })
+            unreadable_bytes,
+        }
+    }
+
+    /// How many segment files the recording was read from (1 unless `rec --max-size`).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The numbers of the oldest and newest segments present (0 and 0 for one file).
+    pub fn segment_range(&self) -> (u32, u32) {
+        let n = |s: Option<&Segment>| s.map_or(0, |s| s.header.segment);
+        (n(self.segments.first()), n(self.segments.last()))
     }
 
     /// The path it was opened from.
@@ -130,9 +193,7 @@ impl Recording {
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Item>>();
         std::thread::scope(|scope| {
             let decoder = scope.spawn(move || {
-                let Ok(mut reader) = Reader::new(self.data.bytes()) else {
-                    return Summary::default();
-                };
+                let mut reader = self.reader(DecodeOptions::default());
                 loop {
                     let mut chunk = empty_rx
                         .try_recv()
@@ -148,7 +209,7 @@ impl Recording {
                     let last = chunk.len() < CHUNK;
                     // The consumer hung up (it panicked): stop decoding.
                     if full_tx.send(chunk).is_err() || last {
-                        return reader.summary().clone();
+                        return reader.summary;
                     }
                 }
             });
@@ -164,14 +225,79 @@ impl Recording {
     }
 
     fn for_each_with(&self, opts: DecodeOptions, mut f: impl FnMut(Record)) -> Summary {
-        let Ok(mut reader) = Reader::new(self.data.bytes()) else {
-            // open() already validated the header; an unreadable file here means it changed.
-            return Summary::default();
-        };
-        reader.set_decode_options(opts);
+        let mut reader = self.reader(opts);
         while let Some(r) = reader.next_record() {
             f(r);
         }
-        reader.summary().clone()
+        reader.summary
     }
+
+    fn reader(&self, opts: DecodeOptions) -> Segments<'_> {
+        Segments {
+            rec: self,
+            next: 0,
+            reader: None,
+            opts,
+            summary: Summary {
+                bytes_discarded: self.unreadable_bytes,
+                ..Summary::default()
+            },
+        }
+    }
+}
+
+/// The records of every segment in turn, and what the readers saw, summed.
+struct Segments<'a> {
+    rec: &'a Recording,
+    next: usize,
+    reader: Option<Reader<'a>>,
+    opts: DecodeOptions,
+    summary: Summary,
+}
+
+impl Segments<'_> {
+    fn next_record(&mut self) -> Option<Record> {
+        loop {
+            if let Some(r) = self.reader.as_mut() {
+                if let Some(record) = r.next_record() {
+                    return Some(record);
+                }
+                let s = r.summary();
+                let t = &mut self.summary;
+                t.frames += s.frames;
+                t.bytes_read += s.bytes_read;
+                t.bytes_discarded += s.bytes_discarded;
+                t.heap_records += s.heap_records;
+                t.complete |= s.complete;
+                if s.damage.is_some() {
+                    t.damage = s.damage.clone();
+                }
+                self.reader = None;
+            }
+            let seg = self.rec.segments.get(self.next)?;
+            self.next += 1;
+            // open() validated every header; one that no longer reads was changed under us.
+            if let Ok(mut r) = Reader::new(seg.data.bytes()) {
+                r.set_decode_options(self.opts);
+                self.reader = Some(r);
+            }
+        }
+    }
+}
+
+/// Maps `path` read-only.
+fn map(path: &Path) -> Result<Data> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let len = file
+        .metadata()
+        .with_context(|| format!("cannot stat {}", path.display()))?
+        .len();
+    if len == 0 {
+        return Ok(Data::Owned(Vec::new()));
+    }
+    // SAFETY: the mapping is read-only; a recording is not modified while hostside reads it
+    // (rec only appends, and analysis happens after the copy from the board).
+    let m = unsafe { memmap2::Mmap::map(&file) }
+        .with_context(|| format!("cannot map {}", path.display()))?;
+    Ok(Data::Mapped(m))
 }

@@ -61,6 +61,14 @@ pub struct Info {
     pub lost_samples: u64,
     /// Mapped files and their build-ids (hex), by path.
     pub modules: BTreeMap<String, String>,
+    /// Segment files read (1 unless recorded with `rec --max-size`).
+    pub segments: u64,
+    /// The oldest segment present (0 when none was deleted).
+    pub first_segment: u32,
+    /// The newest segment.
+    pub last_segment: u32,
+    /// Nanoseconds from the start of the oldest segment present to the last record.
+    pub covered_ns: u64,
 }
 
 /// Reads the whole file once and summarizes it.
@@ -72,7 +80,19 @@ pub fn collect(rec: &Recording) -> Info {
     let mut modules = BTreeMap::new();
     let mut exit_status = None;
     let mut lost_samples = 0;
+    let mut last_time = h.start_clock_ns;
     let summary = rec.for_each(|r| {
+        let time = match &r {
+            Record::Sample(s) => s.time,
+            Record::EventSample(e) => e.sample.time,
+            Record::Switch(s) => s.time,
+            Record::Comm(c) => c.time,
+            Record::Mmap(m) => m.time,
+            Record::Fork(t) | Record::Exit(t) => t.time,
+            Record::End(e) => e.time,
+            _ => 0,
+        };
+        last_time = last_time.max(time);
         let kind = match &r {
             Record::Header(_) => "header",
             Record::Comm(c) => {
@@ -145,6 +165,10 @@ pub fn collect(rec: &Recording) -> Info {
         exit_status,
         lost_samples,
         modules,
+        segments: rec.segment_count() as u64,
+        first_segment: rec.segment_range().0,
+        last_segment: rec.segment_range().1,
+        covered_ns: last_time - h.start_clock_ns,
     }
 }
 
@@ -193,6 +217,21 @@ pub fn print(out: &mut dyn Write, i: &Info) -> io::Result<()> {
     };
     writeln!(out, "state         {state}")?;
     writeln!(out, "frames        {} ({} bytes)", i.frames, i.bytes_read)?;
+    if i.segments > 1 || i.first_segment > 0 {
+        let deleted = if i.first_segment > 0 {
+            ", older ones deleted by --max-size"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "segments      {} ({} to {}{deleted}), covering {:.2} s",
+            i.segments,
+            i.first_segment,
+            i.last_segment,
+            i.covered_ns as f64 / 1e9
+        )?;
+    }
     writeln!(
         out,
         "tasks         {} processes, {} threads",

@@ -56,6 +56,13 @@ Options:
                         an emulator has no perf events)
       --flush-ms MS     close, write and fdatasync a frame at least this often; everything
                         synced survives power loss or kill -9 [default: 1000]
+      --max-size SIZE   a flight recorder: keep the recording within SIZE bytes of disk
+                        (K, M, G: powers of 1000; KiB, MiB, GiB: of 1024; at least
+                        64KiB) by writing it as segments, FILE, FILE.1, FILE.2, ..., each
+                        a quarter of SIZE and readable alone, and deleting the oldest
+                        when the next starts: the newest data stays, and everything
+                        synced survives power loss or kill -9. hostside reads FILE's
+                        segments as one recording. Not with --heap
       --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
                         (up to 5 s to exit; rec returns its status)
   -p, --pid PID         record an existing process instead of launching one
@@ -76,6 +83,7 @@ Examples:
   rec --out /tmp/t.zst ./app --its-args
   rec -F 4999 --duration 10 -p $(pidof daemon)
   rec -a --duration 30 --out /tmp/all.zst  # then: hostside report all.zst (per process)
+  rec -a --max-size 10M --out /data/fr.zst   # runs until SIGTERM; the last ~10 MB stay
   rec --heap --no-cpu --out /tmp/h.zst ./app
   rec --off-cpu --out /tmp/w.zst ./app     # then: hostside report --off-cpu w.zst
 ";
@@ -176,6 +184,8 @@ pub struct Options {
     pub off_cpu: bool,
     /// The events to sample (`-e`), the main one first.
     pub events: Vec<Kind>,
+    /// Bound on the recording's disk use in bytes (`--max-size`): segment files.
+    pub max_size: Option<u64>,
 }
 
 /// What the command line asks for.
@@ -205,6 +215,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut events = vec![Kind::CpuClock];
     let mut check = false;
     let mut all = false;
+    let mut max_size = None;
     let err = |e: lexopt::Error| e.to_string();
     while let Some(arg) = p.next().map_err(err)? {
         match arg {
@@ -233,6 +244,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                     ));
                 }
                 duration = Some(Duration::from_secs_f64(s));
+            }
+            Long("max-size") => {
+                max_size = Some(crate::segments::parse_size(
+                    &p.value().map_err(err)?.string().map_err(err)?,
+                )?)
             }
             Long("heap") => heap = true,
             Long("no-cpu") => cpu = false,
@@ -285,6 +301,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--off-cpu samples context switches itself: leave context-switches out of -e".into(),
         );
     }
+    if heap && max_size.is_some() {
+        return Err("--max-size cannot bound a --heap recording: heap events refer to allocations in earlier segments".into());
+    }
     if !heap && !cpu && !off_cpu {
         return Err("--no-cpu leaves nothing to record: add --heap or --off-cpu".into());
     }
@@ -299,6 +318,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         cpu,
         off_cpu,
         events,
+        max_size,
     }))
 }
 
@@ -397,6 +417,17 @@ mod tests {
         assert!(run(&["-a", "./app"]).unwrap_err().contains("-a"));
         assert!(run(&["-a", "-p", "1"]).is_err());
         assert!(run(&["-a", "--heap"]).unwrap_err().contains("--heap"));
+    }
+
+    #[test]
+    fn max_size() {
+        assert_eq!(run(&["./app"]).unwrap().max_size, None);
+        let o = run(&["-a", "--max-size", "10M"]).unwrap();
+        assert_eq!(o.max_size, Some(10_000_000));
+        assert!(run(&["--max-size", "1K", "./app"]).is_err());
+        assert!(run(&["--max-size", "1M", "--heap", "./app"])
+            .unwrap_err()
+            .contains("--heap"));
     }
 
     #[test]

@@ -167,10 +167,19 @@ impl Launched {
     }
 }
 
-fn reap(pid: u32) {
+/// Waits for child `pid` to end.
+pub fn reap(pid: u32) {
     let mut status = 0;
     // SAFETY: waiting for our own child with a valid status pointer.
     unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+}
+
+/// The wait status of child `pid` if it ended, without blocking.
+pub fn try_wait(pid: u32) -> Option<libc::c_int> {
+    let mut status = 0;
+    // SAFETY: waiting for our own child with a valid status pointer.
+    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
+    (r == pid as i32).then_some(status)
 }
 
 /// `rec`'s exit status for a child's wait status: its exit code, or 128+N for signal N.

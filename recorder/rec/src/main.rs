@@ -12,6 +12,7 @@ mod jit;
 mod launch;
 mod perf;
 mod procfs;
+mod segments;
 mod session;
 mod signals;
 mod system_wide;

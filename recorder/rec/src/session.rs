@@ -6,9 +6,8 @@
 //! 1 MiB) and the per-path identity cache.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use crossprof_format::{
@@ -24,6 +23,7 @@ use crate::launch;
 use crate::perf::events::{self, Events};
 use crate::perf::parse;
 use crate::procfs;
+use crate::segments::{self, Segments};
 use crate::signals;
 use crate::system_wide::{self, Tracker};
 
@@ -64,7 +64,10 @@ struct Output {
     /// The JIT maps and jitdumps of recorded processes, taken when each exits.
     jit: jit::JitMaps,
     /// With `-a`: the processes whose maps are known, to read those of newcomers from /proc.
+    /// With `--max-size`, the processes whose state each new segment starts with.
     procs: Option<Tracker>,
+    /// With `--max-size`: the segment files (absent while a segment starts).
+    segments: Option<Segments>,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -78,6 +81,34 @@ impl Output {
                 self.fail(e);
             }
         }
+        if let (Some(s), Some(w)) = (self.segments.as_mut(), self.writer.as_mut()) {
+            match s.due(w) {
+                Ok(true) => self.next_segment(),
+                Ok(false) => {}
+                Err(e) => self.fail(e),
+            }
+        }
+    }
+
+    /// Starts the next segment of a `--max-size` recording with the state a reader needs to
+    /// read it alone: the vDSO and every live recorded process (see [`segments`]).
+    fn next_segment(&mut self) {
+        let (Some(w), Some(mut s)) = (self.writer.take(), self.segments.take()) else {
+            return;
+        };
+        match s.next(w, monotonic_ns()) {
+            Ok(w) => self.writer = Some(w),
+            Err(e) => return self.fail(e),
+        }
+        write_vdso(self);
+        for pid in self.procs.as_mut().map(|t| t.live()).unwrap_or_default() {
+            system_wide::snapshot(self, pid);
+        }
+        self.flush();
+        if let Some(w) = &self.writer {
+            s.retire(w);
+        }
+        self.segments = Some(s);
     }
 
     fn flush(&mut self) {
@@ -225,17 +256,9 @@ fn header(opts: &Options, kernel: bool, events: &Events) -> Header {
             (true, false) => "approximate",
         }
         .into(),
+        // Segment 0; later segments of `--max-size` number themselves.
+        ..Default::default()
     }
-}
-
-fn create_output(opts: &Options) -> Result<File, RecError> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(&opts.out)
-        .map_err(|e| RecError::Output(opts.out.display().to_string(), e))
 }
 
 /// Writes the vDSO image, which the host cannot find on disk.
@@ -324,7 +347,8 @@ struct Live {
 /// Opens the output, launches or finds the target, opens its perf events and writes the
 /// header, the vDSO and (when attaching) the /proc snapshot. The target runs on return.
 fn start(opts: &Options) -> Result<Live, RecError> {
-    let file = create_output(opts)?;
+    let file = segments::create_first(&opts.out)
+        .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
     let request = events::Request {
         freq: opts.freq,
         call_graph: opts.call_graph,
@@ -333,7 +357,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         events: opts.events.clone(),
     };
     let mut heap = match (&opts.target, opts.heap) {
-        (Target::Launch(cmd), true) => Some(prepare_heap(cmd)?),
+        (Target::Launch(cmd), true) => Some(heap::prepare(cmd)?),
         _ => None,
     };
     let (events, mut child) = match &opts.target {
@@ -371,7 +395,8 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         Target::System => (events::for_system(&request)?, None),
     };
     let kernel = events.settings.kernel;
-    let writer = FrameWriter::new(file, &header(opts, kernel, &events))
+    let header = header(opts, kernel, &events);
+    let writer = FrameWriter::new(file, &header)
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
     let mut out = Output {
         writer: Some(writer),
@@ -382,7 +407,10 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         identities: Identities::default(),
         kernel_addrs: HashSet::new(),
         jit: jit::JitMaps::default(),
-        procs: (opts.target == Target::System).then(Tracker::default),
+        procs: (opts.target == Target::System || opts.max_size.is_some()).then(Tracker::default),
+        segments: opts
+            .max_size
+            .map(|max| Segments::new(&opts.out, max, header.clone())),
     };
     write_vdso(&mut out);
     match (&opts.target, child.as_mut()) {
@@ -408,7 +436,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         (Target::Launch(_), Some(c)) => {
             signals::install(Some(c.pid));
             if let Err(e) = c.start() {
-                reap(c.pid);
+                launch::reap(c.pid);
                 return Err(e);
             }
         }
@@ -472,7 +500,7 @@ fn record(opts: &Options, live: &mut Live) -> i32 {
         let stop = signals::stop_requested().is_some() || timed_out;
         match &child {
             Some(c) => {
-                if let Some(s) = try_wait(c.pid) {
+                if let Some(s) = launch::try_wait(c.pid) {
                     return launch::exit_status(s);
                 }
                 if stop && stop_at.is_none() {
@@ -564,31 +592,4 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
         );
     }
     Ok(status)
-}
-
-/// Everything `--heap` needs before the launch: the library, a program it can be preloaded
-/// into, and the socket the interposers will connect to.
-fn prepare_heap(cmd: &[std::ffi::OsString]) -> Result<(Heap, std::path::PathBuf), RecError> {
-    let lib = heap::preload::find_library()?;
-    if let Some(path) = launch::resolve(&cmd[0]) {
-        if heap::preload::is_static_elf(&path) {
-            return Err(RecError::StaticProgram(path.display().to_string()));
-        }
-    }
-    let h = Heap::new(MapsSource::Perf)
-        .map_err(|e| RecError::Io("--heap: cannot listen on a Unix socket".into(), e))?;
-    Ok((h, lib))
-}
-
-fn try_wait(pid: u32) -> Option<libc::c_int> {
-    let mut status = 0;
-    // SAFETY: waiting for our own child with a valid status pointer.
-    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
-    (r == pid as i32).then_some(status)
-}
-
-fn reap(pid: u32) {
-    let mut status = 0;
-    // SAFETY: waiting for our own child with a valid status pointer.
-    unsafe { libc::waitpid(pid as i32, &mut status, 0) };
 }

@@ -88,6 +88,15 @@ impl Tracker {
         true
     }
 
+    /// The known processes that are still alive (the others are forgotten): those a new
+    /// `--max-size` segment describes.
+    pub fn live(&mut self) -> Vec<u32> {
+        self.known.retain(|p| alive(*p));
+        let mut pids: Vec<u32> = self.known.iter().copied().collect();
+        pids.sort_unstable();
+        pids
+    }
+
     /// Processes known now.
     #[cfg(test)]
     fn len(&self) -> usize {

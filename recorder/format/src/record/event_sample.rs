@@ -118,7 +118,14 @@ mod tests {
         Record::Header(old.clone()).encode(&mut buf);
         let mut d = Dec::new(&buf[1..]);
         let payload = d.bytes().unwrap();
-        let cut = &payload[..payload.len() - 2]; // an empty list and an empty string
+        // An empty list and an empty string, then segment 0 and its start 0.
+        let cut = &payload[..payload.len() - 4];
+        assert_eq!(
+            Record::decode(tag::HEADER, cut).unwrap(),
+            Record::Header(old.clone())
+        );
+        // Written before segments existed: ends at `off_cpu`.
+        let cut = &payload[..payload.len() - 2];
         assert_eq!(
             Record::decode(tag::HEADER, cut).unwrap(),
             Record::Header(old)

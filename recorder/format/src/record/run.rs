@@ -46,6 +46,13 @@ pub struct Header {
     /// [`crate::EventSample`]), `approximate` when the kernel allowed only the switch times
     /// (`perf_event_paranoid` 2), so the host takes the thread's last on-CPU sample instead.
     pub off_cpu: String,
+    /// Which segment of a `rec --max-size` recording this file is: 0 for the first (and for
+    /// a recording in one file), then 1, 2, ... Each segment starts with a header and the
+    /// state of the processes, so it can be read alone; `start_unix_ns` and `start_clock_ns`
+    /// stay the recording's, and tell segments of the same recording apart from others.
+    pub segment: u32,
+    /// When this segment began, on `clock` (0 in segment 0: `start_clock_ns`).
+    pub segment_start_ns: u64,
 }
 
 impl Header {
@@ -67,6 +74,8 @@ impl Header {
         e.str(&self.event);
         e.strs(&self.events);
         e.str(&self.off_cpu);
+        e.u64(self.segment.into());
+        e.u64(self.segment_start_ns);
     }
 
     pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
@@ -92,6 +101,10 @@ impl Header {
         if d.remaining() > 0 {
             h.events = d.strs()?;
             h.off_cpu = d.string()?;
+        }
+        if d.remaining() > 0 {
+            h.segment = d.u32()?;
+            h.segment_start_ns = d.u64()?;
         }
         Ok(h)
     }

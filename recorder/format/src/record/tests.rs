@@ -9,6 +9,8 @@ pub(crate) fn one_of_each() -> Vec<Record> {
             arch: "arm".into(),
             pointer_size: 4,
             command: vec!["./app".into(), "x".into()],
+            segment: 3,
+            segment_start_ns: 77,
             ..Default::default()
         }),
         Record::Comm(Comm {

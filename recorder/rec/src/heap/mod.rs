@@ -307,6 +307,23 @@ fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn Emit) {
     }
 }
 
+/// Everything `--heap` needs before the launch: the library, a program it can be preloaded
+/// into, and the socket the interposers will connect to.
+pub fn prepare(
+    cmd: &[std::ffi::OsString],
+) -> Result<(Heap, std::path::PathBuf), crate::error::RecError> {
+    use crate::error::RecError;
+    let lib = preload::find_library()?;
+    if let Some(path) = crate::launch::resolve(&cmd[0]) {
+        if preload::is_static_elf(&path) {
+            return Err(RecError::StaticProgram(path.display().to_string()));
+        }
+    }
+    let h = Heap::new(MapsSource::Perf)
+        .map_err(|e| RecError::Io("--heap: cannot listen on a Unix socket".into(), e))?;
+    Ok((h, lib))
+}
+
 fn alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks for existence.
     let r = unsafe { libc::kill(pid as i32, 0) };
