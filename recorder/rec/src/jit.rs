@@ -36,6 +36,12 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 /// runtime that restarts its dump, or noise).
 const MAX_DUMPS_PER_PROCESS: usize = 8;
 
+/// At most this many processes are remembered as seen, and as taken (a u32 each): `rec -a`
+/// on a board that forks all day must not grow without bound. Past it, new processes' JIT
+/// files are not carried, and the list of taken ones starts over (a late record of a long
+/// gone process may then carry its file twice).
+const MAX_PROCESSES: usize = 32768;
+
 /// The processes seen, their jitdump files, and whose files were taken.
 #[derive(Default)]
 pub struct JitMaps {
@@ -49,7 +55,8 @@ pub struct JitMaps {
 impl JitMaps {
     /// Remembers a process the recording saw (a fork, an exec, a mapping or a sample).
     pub fn note(&mut self, pid: u32) {
-        if pid != 0 && !self.taken.contains(&pid) {
+        let room = self.seen.len() < MAX_PROCESSES || self.seen.contains(&pid);
+        if pid != 0 && room && !self.taken.contains(&pid) {
             self.seen.insert(pid);
         }
     }
@@ -69,6 +76,9 @@ impl JitMaps {
     /// iterates (at most [`CHUNK_BYTES`] in memory at once).
     pub fn take(&mut self, pid: u32, time: u64) -> Taken {
         let mut taken = Taken::default();
+        if self.taken.len() >= MAX_PROCESSES {
+            self.taken.clear();
+        }
         if !self.seen.remove(&pid) || !self.taken.insert(pid) {
             return taken;
         }
