@@ -4,19 +4,29 @@
 
 Workload: bench/workloads/pingpong.c (-O2, frame pointers, so perf's -g chains are complete):
 two threads pass a token through pipes ROUNDS times, two context switches per round. Each
-configuration runs RUNS times, interleaved (base, perf, rec, rec-fp, base, ...). For each run we
-take the wall time and the CPU time (user+sys) of the whole process tree, the profiler's own
-work included. Overhead = median(tool) - median(base).
+configuration runs RUNS times, interleaved (base, perf, perf-waking, rec, rec-nowake, base,
+...). For each run we take the wall time and the CPU time (user+sys) of the whole process tree,
+the profiler's own work included (rec's threads and perf's, and the kernel's work in the
+application for both). Overhead = median(tool) - median(base).
 
-Configurations: perf records every sched_switch tracepoint hit with its kernel and user call
-chain plus switch records; rec records switch records, a context-switch sample with the
-blocking stack (default: registers plus an 8 KiB stack copy; `rec-fp`: the kernel's frame-
-pointer chain) and its usual 999 Hz CPU samples.
+Each rec configuration is compared with the perf one that records the same events:
+- `perf` (`-e sched:sched_switch --switch-events -g`, the command of issue 14's acceptance)
+  records every switch's tracepoint with its kernel and user call chain, plus switch records;
+  `rec-nowake` (`rec --off-cpu --no-wakeups`) records switch records and a context-switch
+  sample with the blocking stack at every switch (registers and a 2 KiB user stack copy,
+  `--off-cpu-stack`'s default).
+- `perf-waking` adds `-e sched:sched_waking` (the waker's call chain at every wakeup);
+  `rec` (`rec --off-cpu`, its default) adds the same tracepoint with the waker's registers
+  and stack copy.
+Beyond perf, both rec configurations take their usual 999 Hz CPU samples with 24 KiB stack
+copies. What each tool dropped is counted in every run and printed: perf's lost samples (`perf report`'s "Total Lost Samples", the sum of
+its LOST records) and rec's (the Lost records `hostside info` sums), next to the records each
+kept, so a ratio is never read without its losses.
 
 Usage: bench/off_cpu_overhead.py [--rounds N] [--runs N]   (needs root and linux-perf; via
 bench/run.sh off-cpu)
 """
-import argparse, os, resource, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, re, resource, statistics, subprocess, sys, tempfile, time
 
 def run(cmd):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -27,9 +37,25 @@ def run(cmd):
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, p.stderr.decode(errors="replace")
 
+def perf_kept_lost(path):
+    """(records kept: samples + switch records, samples lost) of a perf.data."""
+    stats = subprocess.run(["perf", "report", "--stats", "-i", path], capture_output=True, text=True).stdout
+    kept = 0
+    for kind in ("SAMPLE", "SWITCH"):
+        m = re.search(rf"^\s*{kind} events:\s+(\d+)", stats, re.M)
+        kept += int(m.group(1)) if m else 0
+    rep = subprocess.run(["perf", "report", "--stdio", "-i", path], capture_output=True, text=True).stdout
+    m = re.search(r"Total Lost Samples: (\d+)", rep)
+    return kept, int(m.group(1)) if m else 0
+
+def rec_kept_lost(hostside, path):
+    info = json.loads(subprocess.run([hostside, "info", "--json", path], check=True, capture_output=True, text=True).stdout)
+    r = info["records"]
+    return r.get("event_sample", 0) + r.get("switch", 0), info["lost_samples"]
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=200000)
+    ap.add_argument("--rounds", type=int, default=100000)
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,43 +65,46 @@ def main():
     app = os.path.join(tmp, "pingpong")
     subprocess.run(["gcc", "-O2", "-g", "-pthread", "-fno-omit-frame-pointer", os.path.join(root, "bench/workloads/pingpong.c"), "-o", app], check=True)
     work = [app, str(a.rounds)]
+    out = {k: os.path.join(tmp, f) for k, f in (("perf", "perf.data"), ("perf-waking", "perf-waking.data"), ("rec", "rec.zst"), ("rec-nowake", "rec-nowake.zst"))}
+    perf = ["perf", "record", "-q", "-e", "sched:sched_switch", "--switch-events", "-g"]
     configs = {
         "base": work,
-        "perf": ["perf", "record", "-q", "-e", "sched:sched_switch", "--switch-events", "-g", "-o", os.path.join(tmp, "perf.data"), "--"] + work,
-        "rec": [rec, "--off-cpu", "--out", os.path.join(tmp, "rec.zst"), "--"] + work,
-        "rec-fp": [rec, "--off-cpu", "--call-graph", "fp", "--out", os.path.join(tmp, "rec-fp.zst"), "--"] + work,
+        "perf": perf + ["-o", out["perf"], "--"] + work,
+        "perf-waking": perf + ["-e", "sched:sched_waking", "-o", out["perf-waking"], "--"] + work,
+        "rec": [rec, "--off-cpu", "--out", out["rec"], "--"] + work,
+        "rec-nowake": [rec, "--off-cpu", "--no-wakeups", "--out", out["rec-nowake"], "--"] + work,
     }
+    same = {"rec": "perf-waking", "rec-nowake": "perf"}
     results = {k: [] for k in configs}
-    notes = {}
+    kept_lost = {k: [] for k in configs if k != "base"}
     for _ in range(a.runs):
         for name, cmd in configs.items():
-            wall, cpu, err = run(cmd)
+            wall, cpu, _err = run(cmd)
             results[name].append((wall, cpu))
-            if err.strip():
-                notes[name] = err.strip().splitlines()[-1]
+            if name.startswith("perf"):
+                kept_lost[name].append(perf_kept_lost(out[name]))
+            elif name != "base":
+                kept_lost[name].append(rec_kept_lost(hostside, out[name]))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in results.items()}
     print(f"workload: pingpong {a.rounds} rounds ({2 * a.rounds} context switches), {a.runs} interleaved runs each")
-    print(f"{'config':<7} {'wall s':>8} {'cpu s':>8}")
+    print(f"{'config':<11} {'wall s':>8} {'cpu s':>8}  records kept / lost, each run")
     for k, (w, c) in med.items():
-        print(f"{k:<7} {w:>8.3f} {c:>8.3f}")
+        runs = "  ".join(f"{kept}/{lost}" for kept, lost in kept_lost.get(k, []))
+        print(f"{k:<11} {w:>8.3f} {c:>8.3f}  {runs}")
     ow = {k: med[k][0] - med["base"][0] for k in configs}
     oc = {k: med[k][1] - med["base"][1] for k in configs}
-    for k in ("perf", "rec", "rec-fp"):
-        print(f"overhead {k:<7} wall {ow[k]:+.3f} s, cpu {oc[k]:+.3f} s")
-    for r in ("rec", "rec-fp"):
-        if oc["perf"] > 0 and ow["perf"] > 0:
-            print(f"ratio {r}/perf: cpu overhead {oc[r] / oc['perf']:.2f}, wall overhead {ow[r] / ow['perf']:.2f}")
-    for k, n in notes.items():
-        print(f"{k} said: {n}")
-    stats = subprocess.run(["perf", "report", "--stats", "-i", os.path.join(tmp, "perf.data")], capture_output=True, text=True).stdout
-    print("perf's last run: " + "; ".join(" ".join(l.split()) for l in stats.splitlines() if "LOST" in l or "SAMPLE events" in l or "SWITCH events" in l))
-    for name in ("perf.data", "rec.zst", "rec-fp.zst"):
-        print(f"file size {name}: {os.path.getsize(os.path.join(tmp, name))} B")
-    # What each recording holds: rec's last run, analysed.
-    out = subprocess.run([hostside, "report", "--off-cpu", "--json", os.path.join(tmp, "rec.zst")], check=True, capture_output=True, text=True).stdout
-    import json
-    oc_json = json.loads(out)["off_cpu"]
-    print(f"rec: {oc_json['wait_ns'] / 1e9:.3f} s off-CPU, stacks {oc_json['stacks']}, exact {oc_json['exact_ns'] / 1e9:.3f} s, approximate {oc_json['approximate_ns'] / 1e9:.3f} s, lost samples {json.loads(out)['recording']['lost_samples']}")
+    for k in kept_lost:
+        lost = [l for _, l in kept_lost[k]]
+        print(f"overhead {k:<11} wall {ow[k]:+.3f} s, cpu {oc[k]:+.3f} s; lost per run: median {statistics.median(lost):.0f}, max {max(lost)}")
+    for r, p in same.items():
+        if oc[p] > 0 and ow[p] > 0:
+            print(f"ratio {r}/{p} (same events): cpu overhead {oc[r] / oc[p]:.2f}, wall overhead {ow[r] / ow[p]:.2f}")
+    for name in out:
+        print(f"file size {name} (last run): {os.path.getsize(out[name])} B")
+    # What rec's last recording holds, analysed.
+    rep = json.loads(subprocess.run([hostside, "report", "--off-cpu", "--json", out["rec"]], check=True, capture_output=True, text=True).stdout)
+    o = rep["off_cpu"]
+    print(f"rec (last run): {o['wait_ns'] / 1e9:.3f} s off-CPU, stacks {o['stacks']}, exact {o['exact_ns'] / 1e9:.3f} s, approximate {o['approximate_ns'] / 1e9:.3f} s, lost samples {rep['recording']['lost_samples']}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,7 +37,9 @@ pub use heap_stream::{HeapEvent, UNKNOWN_BLOCK};
 pub use perf_regs::PerfRegs;
 pub use reader::{Damage, OpenError, Reader, Summary};
 pub use record::*;
-pub use writer::{FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT};
+pub use writer::{
+    FrameCompressor, FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT, ZSTD_LEVEL,
+};
 
 /// The format version this crate writes and the newest it reads. Version 2 added batched heap
 /// events (a reader of version 1 would skip them silently, so it must refuse such files);

@@ -17,6 +17,22 @@ pub trait Sink {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Makes everything written so far durable.
     fn sync(&mut self) -> io::Result<()>;
+    /// Whether this sink compresses frames itself (with a [`FrameCompressor`], typically on
+    /// another thread): the writer then hands it each frame's records uncompressed through
+    /// [`Sink::write_records`] instead of calling [`Sink::write_all`].
+    fn takes_records(&self) -> bool {
+        false
+    }
+    /// Takes one frame's encoded records (a sink that [`Sink::takes_records`]); leaves
+    /// `records` empty, perhaps swapped for a spare buffer. The file must get exactly what
+    /// [`FrameCompressor::compress`] makes of them.
+    fn write_records(&mut self, records: &mut Vec<u8>) -> io::Result<()> {
+        let _ = records;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this sink takes compressed frames",
+        ))
+    }
 }
 
 impl Sink for std::fs::File {
@@ -50,6 +66,39 @@ pub const SOFT_FRAME_LIMIT: usize = 4 << 20;
 /// and cost far more.
 pub const ZSTD_LEVEL: i32 = 7;
 
+/// Turns a frame's records into one zstd frame as the file format promises it (content
+/// checksum and content size on). Reuse it: it keeps zstd's context between frames.
+pub struct FrameCompressor {
+    zstd: zstd::bulk::Compressor<'static>,
+    level: i32,
+}
+
+impl FrameCompressor {
+    /// A compressor at [`ZSTD_LEVEL`].
+    pub fn new() -> io::Result<Self> {
+        let mut zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
+        zstd.include_checksum(true)?;
+        zstd.include_contentsize(true)?;
+        Ok(FrameCompressor {
+            zstd,
+            level: ZSTD_LEVEL,
+        })
+    }
+
+    /// Compresses `records` at zstd `level` into `out` (cleared first). Readers need no
+    /// level: any level makes a valid frame.
+    pub fn compress(&mut self, records: &[u8], level: i32, out: &mut Vec<u8>) -> io::Result<()> {
+        if level != self.level {
+            self.zstd.set_compression_level(level)?;
+            self.level = level;
+        }
+        out.clear();
+        out.reserve(zstd::zstd_safe::compress_bound(records.len()));
+        self.zstd.compress_to_buffer(records, out)?;
+        Ok(())
+    }
+}
+
 /// Readers refuse frames that claim more than this, so a corrupt size cannot exhaust memory.
 pub const MAX_FRAME_CONTENT: u64 = 64 << 20;
 
@@ -63,7 +112,7 @@ pub struct FrameWriter<S: Sink> {
     /// Consecutive heap events of one process, written as one record (see `heap_stream`):
     /// any other record, or a flush, writes it first, so file order is event order.
     heap: HeapEncoder,
-    compressor: zstd::bulk::Compressor<'static>,
+    compressor: FrameCompressor,
     /// The compressed frame, reused.
     out: Vec<u8>,
     frames: u64,
@@ -74,9 +123,7 @@ impl<S: Sink> FrameWriter<S> {
     /// Writes and syncs the header as the file's first frame, so even a recording cut off at
     /// once says what it is.
     pub fn new(sink: S, header: &Header) -> io::Result<Self> {
-        let mut compressor = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
-        compressor.include_checksum(true)?;
-        compressor.include_contentsize(true)?;
+        let compressor = FrameCompressor::new()?;
         let mut w = FrameWriter {
             sink,
             buf: Vec::with_capacity(64 << 10),
@@ -195,16 +242,20 @@ impl<S: Sink> FrameWriter<S> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        self.out.clear();
-        self.out
-            .reserve(zstd::zstd_safe::compress_bound(self.buf.len()));
-        self.compressor
-            .compress_to_buffer(&self.buf, &mut self.out)?;
-        self.buf.clear();
-        self.sink.write_all(&self.out)?;
+        if self.sink.takes_records() {
+            // Counted as the records' size: the sink compresses them later.
+            self.bytes_written += self.buf.len() as u64;
+            self.sink.write_records(&mut self.buf)?;
+            self.buf.clear();
+        } else {
+            self.compressor
+                .compress(&self.buf, ZSTD_LEVEL, &mut self.out)?;
+            self.buf.clear();
+            self.sink.write_all(&self.out)?;
+            self.bytes_written += self.out.len() as u64;
+        }
         self.sink.sync()?;
         self.frames += 1;
-        self.bytes_written += self.out.len() as u64;
         Ok(())
     }
 
@@ -215,12 +266,17 @@ impl<S: Sink> FrameWriter<S> {
         Ok(self.sink)
     }
 
+    /// The sink, for what it needs to be told besides records.
+    pub fn sink_mut(&mut self) -> &mut S {
+        &mut self.sink
+    }
+
     /// Frames written so far.
     pub fn frames(&self) -> u64 {
         self.frames
     }
 
-    /// Compressed bytes written so far.
+    /// Compressed bytes written so far (uncompressed for a sink that [`Sink::takes_records`]).
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
     }

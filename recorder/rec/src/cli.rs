@@ -52,6 +52,15 @@ Options:
                         long. Where the kernel allows (perf_event_paranoid <= 1, root or
                         CAP_PERFMON), each switch-out carries the stack it blocked in;
                         else the report takes the thread's last CPU sample (approximate)
+      --off-cpu-stack BYTES
+                        user stack copied with each blocking stack in dwarf mode
+                        [default: 2048]: enough for the system call wrapper and its
+                        callers' frames; every context switch copies it, so a switch-heavy
+                        program pays for each byte (perf copies 8192)
+      --no-wakeups      with --off-cpu, leave out who woke each thread (recorded where
+                        the scheduler's sched_waking tracepoint is readable: root or
+                        CAP_PERFMON, tracefs mounted; see rec --check): half the samples
+                        of a program that switches all the time
       --no-cpu          no CPU sampling (with --heap: heap only; works where the kernel or
                         an emulator has no perf events)
       --flush-ms MS     close, write and fdatasync a frame at least this often; everything
@@ -182,6 +191,11 @@ pub struct Options {
     pub cpu: bool,
     /// Record context switches and blocking stacks (`--off-cpu`).
     pub off_cpu: bool,
+    /// Stack bytes copied with each blocking stack in `dwarf` mode (`--off-cpu-stack`).
+    pub off_cpu_stack: u32,
+    /// With `--off-cpu`, record who woke each thread where the kernel allows (not
+    /// `--no-wakeups`).
+    pub wakeups: bool,
     /// The events to sample (`-e`), the main one first.
     pub events: Vec<Kind>,
     /// Bound on the recording's disk use in bytes (`--max-size`): segment files.
@@ -212,6 +226,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut heap = false;
     let mut cpu = true;
     let mut off_cpu = false;
+    let mut off_cpu_stack = crate::perf::off_cpu::DEFAULT_STACK;
+    let mut wakeups = true;
     let mut events = vec![Kind::CpuClock];
     let mut check = false;
     let mut all = false;
@@ -253,6 +269,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             Long("heap") => heap = true,
             Long("no-cpu") => cpu = false,
             Long("off-cpu") => off_cpu = true,
+            Long("no-wakeups") => wakeups = false,
+            Long("off-cpu-stack") => {
+                let n: u32 = p.value().map_err(err)?.parse().map_err(err)?;
+                if !(8..=CallGraph::MAX_STACK).contains(&n) {
+                    return Err(format!(
+                        "--off-cpu-stack {n}: must be 8 to {} bytes",
+                        CallGraph::MAX_STACK
+                    ));
+                }
+                // The kernel wants a multiple of 8.
+                off_cpu_stack = n & !7;
+            }
             Long("check") => check = true,
             Short('e') | Long("event") => {
                 events = kind::parse_list(&p.value().map_err(err)?.string().map_err(err)?)?;
@@ -317,6 +345,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         heap,
         cpu,
         off_cpu,
+        off_cpu_stack,
+        wakeups,
         events,
         max_size,
     }))
@@ -434,6 +464,17 @@ mod tests {
     fn off_cpu_flag() {
         let o = run(&["--off-cpu", "./app"]).unwrap();
         assert!(o.off_cpu && o.cpu);
+        assert_eq!(o.off_cpu_stack, 2048);
+        assert!(o.wakeups);
+        assert!(
+            !run(&["--off-cpu", "--no-wakeups", "./app"])
+                .unwrap()
+                .wakeups
+        );
+        let o = run(&["--off-cpu", "--off-cpu-stack", "8191", "./app"]).unwrap();
+        assert_eq!(o.off_cpu_stack, 8184);
+        assert!(run(&["--off-cpu", "--off-cpu-stack", "65536", "./app"]).is_err());
+        assert!(run(&["--off-cpu", "--off-cpu-stack", "0", "./app"]).is_err());
         assert!(!run(&["./app"]).unwrap().off_cpu);
         let o = run(&["--off-cpu", "--no-cpu", "-p", "7"]).unwrap();
         assert!(o.off_cpu && !o.cpu);

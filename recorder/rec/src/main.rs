@@ -5,6 +5,8 @@
 
 mod check;
 mod cli;
+mod disk;
+mod drain;
 mod error;
 mod heap;
 mod identity;

@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 
 use crossprof_format::{FrameWriter, Header};
 
+use crate::disk::Disk;
+
 /// The smallest `--max-size`: four segments of 16 KiB, room for a header and a process
 /// snapshot each with samples after them.
 pub const MIN_MAX_SIZE: u64 = 64 << 10;
@@ -157,7 +159,7 @@ impl Segments {
     /// Closes the frame early when what is buffered, compressed as the last frame was, would
     /// take the segment past its size: segments then overshoot it by little, whatever
     /// `--flush-ms` and the data rate.
-    pub fn due(&mut self, w: &mut FrameWriter<File>) -> io::Result<bool> {
+    pub fn due(&mut self, w: &mut FrameWriter<Disk>) -> io::Result<bool> {
         let (written, buffered) = (w.bytes_written(), w.buffered() as u64);
         if written > self.seen.0 && self.seen.1 > 0 {
             self.ratio = (written - self.seen.0, self.seen.1);
@@ -174,7 +176,7 @@ impl Segments {
     /// Closes the current segment (`w`: flushed and synced here) and starts the next: its
     /// file, header and a synced first frame. The caller then writes the state and calls
     /// [`Segments::retire`].
-    pub fn next(&mut self, mut w: FrameWriter<File>, now: u64) -> io::Result<FrameWriter<File>> {
+    pub fn next(&mut self, mut w: FrameWriter<Disk>, now: u64) -> io::Result<FrameWriter<Disk>> {
         w.flush()?;
         let size = w.bytes_written();
         drop(w);
@@ -187,7 +189,7 @@ impl Segments {
             segment_start_ns: now,
             ..self.header.clone()
         };
-        let w = FrameWriter::new(create(&path)?, &header)?;
+        let w = FrameWriter::new(Disk::Inline(create(&path)?), &header)?;
         sync_dir(&self.base);
         self.seen = (w.bytes_written(), 0);
         Ok(w)
@@ -195,7 +197,7 @@ impl Segments {
 
     /// Deletes the oldest closed segments until they take at most three quarters of the
     /// bound, the room a full current segment needs. Called once the new segment's state is on disk (written by `w`).
-    pub fn retire(&mut self, w: &FrameWriter<File>) {
+    pub fn retire(&mut self, w: &FrameWriter<Disk>) {
         self.prologue = w.bytes_written();
         let room = self.max_total - self.max_total / 4;
         let mut total: u64 = self.closed.iter().map(|(_, n)| n).sum();
@@ -237,7 +239,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let base = dir.join("t.zst");
         let header = Header::default();
-        let mut w = FrameWriter::new(create_first(&base).unwrap(), &header).unwrap();
+        let mut w = FrameWriter::new(Disk::Inline(create_first(&base).unwrap()), &header).unwrap();
         let mut s = Segments::new(&base, MIN_MAX_SIZE, header);
         // Incompressible records: the frame must close before it passes the segment size.
         let mut x = 1u64;
@@ -286,7 +288,7 @@ mod tests {
             format_version: crossprof_format::FORMAT_VERSION,
             ..Default::default()
         };
-        let mut w = FrameWriter::new(create_first(&base).unwrap(), &header).unwrap();
+        let mut w = FrameWriter::new(Disk::Inline(create_first(&base).unwrap()), &header).unwrap();
         assert!(!path_of(&base, 7).exists());
         assert!(dir.join("t.zst.keep").exists());
         let mut s = Segments::new(&base, 256 << 10, header);

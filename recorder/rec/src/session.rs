@@ -6,22 +6,21 @@
 //! 1 MiB) and the per-path identity cache.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use crossprof_format::{
-    Arch, Blob, End, EventSample, FrameWriter, Header, HeapEvent, Lost, Record, FORMAT_VERSION,
+    Arch, Blob, End, FrameWriter, Header, HeapEvent, Lost, Record, FORMAT_VERSION,
 };
 
 use crate::cli::{Options, Target};
+use crate::disk::{Disk, DiskThread};
+use crate::drain::{wait_readable, Destination, Drain};
 use crate::error::RecError;
 use crate::heap::{self, Heap, MapsSource};
 use crate::identity::Identities;
 use crate::jit;
 use crate::launch;
 use crate::perf::events::{self, Events};
-use crate::perf::parse;
 use crate::procfs;
 use crate::segments::{self, Segments};
 use crate::signals;
@@ -53,7 +52,7 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 /// The writer side of a recording: counts what passes and survives a failing disk by
 /// stopping writes (what was synced stays valid) and reporting once.
 struct Output {
-    writer: Option<FrameWriter<File>>,
+    writer: Option<FrameWriter<Disk>>,
     path: String,
     failed: Option<std::io::Error>,
     samples: u64,
@@ -68,6 +67,8 @@ struct Output {
     procs: Option<Tracker>,
     /// With `--max-size`: the segment files (absent while a segment starts).
     segments: Option<Segments>,
+    /// The event indexes of blocking stacks and wakeups: they choose a frame's zstd level.
+    off_cpu: Vec<u32>,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -138,29 +139,42 @@ impl Output {
         }
     }
 
+    /// Handles one sample (`Sample` or `EventSample`).
+    fn sample(&mut self, r: &Record) {
+        if let Some(pid) = self.procs.as_mut().and_then(|t| t.first_seen(r)) {
+            system_wide::snapshot(self, pid);
+        }
+        let s = match r {
+            Record::Sample(s) => {
+                self.samples += 1;
+                s
+            }
+            Record::EventSample(e) => {
+                if let (Some(w), true) = (self.writer.as_mut(), self.off_cpu.contains(&e.event)) {
+                    w.sink_mut().note_blocking(e.sample.stack.len());
+                }
+                &e.sample
+            }
+            _ => return,
+        };
+        for &a in &s.kernel_chain {
+            if self.kernel_addrs.len() < MAX_KERNEL_ADDRS {
+                self.kernel_addrs.insert(a);
+            }
+        }
+        self.push(r);
+    }
+
     /// Handles one decoded kernel record.
     fn record(&mut self, r: Record) {
+        if let Record::Sample(_) | Record::EventSample(_) = r {
+            return self.sample(&r);
+        }
         if let Some(pid) = self.procs.as_mut().and_then(|t| t.first_seen(&r)) {
             system_wide::snapshot(self, pid);
         }
-        match r {
-            Record::Sample(ref smp) => {
-                self.samples += 1;
-                for &a in &smp.kernel_chain {
-                    if self.kernel_addrs.len() < MAX_KERNEL_ADDRS {
-                        self.kernel_addrs.insert(a);
-                    }
-                }
-            }
-            Record::EventSample(ref e) => {
-                for &a in &e.sample.kernel_chain {
-                    if self.kernel_addrs.len() < MAX_KERNEL_ADDRS {
-                        self.kernel_addrs.insert(a);
-                    }
-                }
-            }
-            Record::Lost(ref l) => self.lost += l.count,
-            _ => {}
+        if let Record::Lost(ref l) = r {
+            self.lost += l.count;
         }
         match &r {
             Record::Fork(t) => self.jit.note(t.pid),
@@ -192,6 +206,18 @@ impl Output {
             }
             other => self.push(&other),
         }
+    }
+}
+
+impl Destination for Output {
+    fn record(&mut self, r: Record) {
+        Output::record(self, r);
+    }
+    fn sample(&mut self, r: &Record) {
+        Output::sample(self, r);
+    }
+    fn lost(&mut self, kind: &str, count: u64) {
+        Output::lost(self, kind, count);
     }
 }
 
@@ -287,45 +313,6 @@ fn write_kallsyms(out: &mut Output) {
     }
 }
 
-/// Moves every record in the rings to the output. Records of a wanted type that do not
-/// decode, and rings that had to be resynchronized, are written down as `Lost` records
-/// (`undecodable`, `resync`) so the report can say what is missing.
-fn drain(events: &mut Events, out: &mut Output, scratch: &mut Vec<u8>) {
-    let (mut undecodable, mut resyncs) = (0u64, 0u64);
-    for (ring, kind) in events.rings.iter_mut().zip(&events.kinds) {
-        let resynced = ring.drain(scratch, |raw| match parse::decode(raw, kind.layout) {
-            // Samples of a secondary event (blocking stacks) are told apart by their ring.
-            Some(Record::Sample(sample)) if kind.event != 0 => {
-                out.record(Record::EventSample(EventSample {
-                    event: kind.event,
-                    sample,
-                }))
-            }
-            Some(r) => out.record(r),
-            None if parse::is_handled(raw) => undecodable += 1,
-            None => {}
-        });
-        resyncs += u64::from(resynced);
-    }
-    out.lost("undecodable", undecodable);
-    out.lost("resync", resyncs);
-}
-
-fn wait_readable(events: &Events, heap: Option<&Heap>, timeout_ms: i32) {
-    let mut fds: Vec<libc::pollfd> = events.fds[..events.rings.len()]
-        .iter()
-        .map(|fd| fd.as_raw_fd())
-        .chain(heap.map(|h| h.fd()))
-        .map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: fds is a valid array of pollfd of the given length. EINTR (a signal) is fine.
-    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-}
-
 /// Records as the options say; returns rec's exit status. Three steps: [`start`] (output,
 /// target, events), [`record`] (drain the rings until the target ends or a stop is asked for)
 /// and [`finish`] (last drain, end record, warnings).
@@ -341,7 +328,7 @@ struct Live {
     events: Events,
     child: Option<launch::Launched>,
     heap: Option<Heap>,
-    scratch: Vec<u8>,
+    drain: Drain,
 }
 
 /// Opens the output, launches or finds the target, opens its perf events and writes the
@@ -349,13 +336,7 @@ struct Live {
 fn start(opts: &Options) -> Result<Live, RecError> {
     let file = segments::create_first(&opts.out)
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
-    let request = events::Request {
-        freq: opts.freq,
-        call_graph: opts.call_graph,
-        cpu: opts.cpu,
-        off_cpu: opts.off_cpu,
-        events: opts.events.clone(),
-    };
+    let request = events::Request::new(opts);
     let mut heap = match (&opts.target, opts.heap) {
         (Target::Launch(cmd), true) => Some(heap::prepare(cmd)?),
         _ => None,
@@ -396,7 +377,16 @@ fn start(opts: &Options) -> Result<Live, RecError> {
     };
     let kernel = events.settings.kernel;
     let header = header(opts, kernel, &events);
-    let writer = FrameWriter::new(file, &header)
+    let disk = match opts.max_size {
+        // Segments measure the compressed bytes as frames are written: those stay inline.
+        Some(_) => Ok(Disk::Inline(file)),
+        None => file
+            .try_clone()
+            .and_then(|syncer| DiskThread::new(file, syncer))
+            .map(Disk::Thread),
+    };
+    let writer = disk
+        .and_then(|disk| FrameWriter::new(disk, &header))
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
     let mut out = Output {
         writer: Some(writer),
@@ -411,6 +401,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         segments: opts
             .max_size
             .map(|max| Segments::new(&opts.out, max, header.clone())),
+        off_cpu: events.off_cpu_events(),
     };
     write_vdso(&mut out);
     match (&opts.target, child.as_mut()) {
@@ -454,7 +445,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         events,
         child,
         heap: heap.map(|(h, _)| h),
-        scratch: Vec::with_capacity(4096),
+        drain: Drain::default(),
     })
 }
 
@@ -466,7 +457,7 @@ fn record(opts: &Options, live: &mut Live) -> i32 {
         events,
         child,
         heap,
-        scratch,
+        drain,
     } = live;
     let started = Instant::now();
     let mut last_flush = Instant::now();
@@ -483,7 +474,7 @@ fn record(opts: &Options, live: &mut Live) -> i32 {
     loop {
         let urgent = heap.as_ref().is_some_and(|h| h.urgent());
         wait_readable(events, heap.as_ref(), if urgent { 0 } else { poll_ms });
-        drain(events, out, scratch);
+        drain.run(events, out);
         if let Some(h) = heap.as_mut() {
             h.tick(out);
             if last_rss.elapsed() >= RSS_EVERY {
@@ -543,10 +534,10 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
         mut out,
         mut events,
         mut heap,
-        mut scratch,
+        mut drain,
         ..
     } = live;
-    drain(&mut events, &mut out, &mut scratch);
+    drain.run(&mut events, &mut out);
     if let Some(h) = heap.as_mut() {
         h.sample_rss(&mut out);
         h.finish(&mut out);
@@ -565,7 +556,7 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
         lost_samples: out.lost,
     };
     if let Some(w) = out.writer.take() {
-        if let Err(e) = w.finish(end) {
+        if let Err(e) = w.finish(end).and_then(Disk::close) {
             out.fail(e);
         }
     }

@@ -41,9 +41,26 @@ pub struct Request {
     pub cpu: bool,
     /// Record context switches, and blocking stacks where allowed (`--off-cpu`).
     pub off_cpu: bool,
+    /// Stack bytes copied with each blocking stack in `dwarf` mode (`--off-cpu-stack`).
+    pub off_cpu_stack: u32,
+    /// Record who woke whom with `off_cpu`, where the kernel allows.
+    pub wakeups: bool,
 }
 
 impl Request {
+    /// What the command line asks for.
+    pub fn new(opts: &crate::cli::Options) -> Request {
+        Request {
+            freq: opts.freq,
+            call_graph: opts.call_graph,
+            cpu: opts.cpu,
+            off_cpu: opts.off_cpu,
+            off_cpu_stack: opts.off_cpu_stack,
+            wakeups: opts.wakeups,
+            events: opts.events.clone(),
+        }
+    }
+
     /// Data pages of one ring (a power of two, as the kernel requires).
     fn ring_pages(&self, page_size: usize) -> usize {
         let mut bytes = match self.call_graph {
@@ -111,6 +128,19 @@ pub struct Events {
 }
 
 impl Events {
+    /// The indexes in [`Events::names`] of `--off-cpu`'s own events (blocking stacks and
+    /// wakeups): samples at every switch, whose stack copies choose a frame's zstd level.
+    pub fn off_cpu_events(&self) -> Vec<u32> {
+        let ours = |n: &String| n == Kind::ContextSwitches.name() || n.starts_with("sched:");
+        match self.blocking_stacks {
+            true => (1..self.names.len())
+                .filter(|&i| ours(&self.names[i]))
+                .map(|i| i as u32)
+                .collect(),
+            false => Vec::new(),
+        }
+    }
+
     /// No events at all: heap-only recording where perf is unavailable.
     pub fn none() -> Events {
         Events {
@@ -362,6 +392,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
                 on_exec,
                 kernel: settings.kernel,
                 ring_bytes: req.ring_pages(page_size) * page_size,
+                tracepoint: None,
             });
         }
     }
@@ -369,15 +400,33 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
     // event and silently drop every sample.
     let blocking_stacks = req.off_cpu && settings.kernel;
     if blocking_stacks {
-        secondaries.push(off_cpu::secondary(req.call_graph, on_exec, page_size));
+        secondaries.push(off_cpu::secondary(
+            req.call_graph,
+            req.off_cpu_stack,
+            on_exec,
+            page_size,
+        ));
+        // Who woke whom, where the kernel lets us read the scheduler's tracepoint: opened
+        // once first, so that a refusal only leaves the wakeups out.
+        let waking = req
+            .wakeups
+            .then(|| off_cpu::waking(req.call_graph, req.off_cpu_stack, on_exec, page_size));
+        if let Some(w) = waking.flatten() {
+            let first = (tids.first(), cpus.first());
+            if let (Some(&tid), Some(&cpu)) = first {
+                if attr::open(&w.attr(), tid as i32, cpu as i32).is_ok() {
+                    secondaries.push(w);
+                }
+            }
+        }
     }
     for sec in secondaries {
         let attr = sec.attr();
         let kind = RingKind {
             event: names.len() as u32,
-            layout: kind::layout(sec.kind, sec.call_graph),
+            layout: sec.layout(),
         };
-        names.push(sec.kind.name().to_string());
+        names.push(sec.name());
         let pages = sec.ring_bytes / page_size.max(1);
         for &cpu in &cpus {
             let mut leader: Option<usize> = None;
@@ -456,6 +505,8 @@ mod tests {
             call_graph,
             cpu: true,
             off_cpu: false,
+            off_cpu_stack: 8192,
+            wakeups: false,
             events: vec![Kind::CpuClock],
         }
     }

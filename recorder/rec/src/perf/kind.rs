@@ -143,6 +143,7 @@ pub fn layout(kind: Kind, call_graph: crate::cli::CallGraph) -> super::parse::La
         },
         stack: matches!(call_graph, crate::cli::CallGraph::Dwarf(_)),
         addr: kind.is_fault(),
+        raw_tid_at: None,
     }
 }
 
@@ -164,9 +165,27 @@ pub struct Secondary {
     pub kernel: bool,
     /// Ring size, for the wake-up watermark.
     pub ring_bytes: usize,
+    /// Sample this tracepoint instead of `kind` (who woke whom: `kind` then only says how
+    /// the samples are taken, at every event).
+    pub tracepoint: Option<super::wakeup::Tracepoint>,
 }
 
 impl Secondary {
+    /// The event's name in the recording's header.
+    pub fn name(&self) -> String {
+        match &self.tracepoint {
+            Some(tp) => tp.name.clone(),
+            None => self.kind.name().to_string(),
+        }
+    }
+
+    /// How its samples are laid out.
+    pub fn layout(&self) -> super::parse::Layout {
+        let mut l = layout(self.kind, self.call_graph);
+        l.raw_tid_at = self.tracepoint.as_ref().map(|tp| tp.tid_offset);
+        l
+    }
+
     /// The attribute to open it with.
     pub fn attr(&self) -> attr::PerfEventAttr {
         use attr::{flag, sample};
@@ -215,7 +234,10 @@ impl Secondary {
             a.sample_stack_user = self.stack_bytes;
             a.flags |= flag::EXCLUDE_CALLCHAIN_USER;
         }
-        a
+        match &self.tracepoint {
+            Some(tp) => super::wakeup::attr(tp, a),
+            None => a,
+        }
     }
 }
 

@@ -8,3 +8,4 @@ pub mod off_cpu;
 pub mod parse;
 pub mod regs;
 pub mod ring;
+pub mod wakeup;

@@ -1,5 +1,5 @@
-//! The kernel's per-CPU ring buffer of perf records, read without copying more than one record
-//! at a time.
+//! The kernel's per-CPU ring buffer of perf records, read in place (a record that wraps
+//! around the end of the buffer is copied).
 //!
 //! Layout: one metadata page (`struct perf_event_mmap_page`) followed by 2^n data pages. The
 //! kernel advances `data_head`; we read records between our tail and the head and then publish
@@ -78,7 +78,8 @@ impl Ring {
     }
 
     /// Calls `f` with each complete record (header included) now in the ring, then releases
-    /// the space. `scratch` holds a record that wraps around the end of the buffer. Returns
+    /// its space. A record is handed over where it lies in the ring, without a copy; only
+    /// one that wraps around the end of the buffer is copied into `scratch` first. Returns
     /// true when a record header was impossible and the rest of the ring was skipped (a
     /// resynchronization: the caller reports the loss).
     pub fn drain(&mut self, scratch: &mut Vec<u8>, mut f: impl FnMut(&[u8])) -> bool {
@@ -95,16 +96,20 @@ impl Ring {
                 resynced = true;
                 break;
             }
-            scratch.clear();
-            scratch.resize(size as usize, 0);
-            self.copy(tail, scratch);
+            let start = (tail % self.size) as usize;
+            if start + size as usize <= self.size as usize {
+                // SAFETY: the record lies inside the data area, between our tail and the
+                // kernel's head, so the kernel does not write there until we move the tail.
+                f(unsafe { std::slice::from_raw_parts(self.data.add(start), size as usize) });
+            } else {
+                scratch.clear();
+                scratch.resize(size as usize, 0);
+                self.copy(tail, scratch);
+                f(scratch);
+            }
             tail += size;
-            // The record is copied out: hand its space back before handling it, so the kernel
-            // can write on while a slow record (one that closes and compresses a frame) is
-            // handled.
-            fence(Ordering::Release);
+            // Each record's space goes back at once: the kernel writes on while we work.
             self.tail().store(tail, Ordering::Release);
-            f(scratch);
         }
         fence(Ordering::Release);
         self.tail().store(tail, Ordering::Release);
