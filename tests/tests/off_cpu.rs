@@ -339,3 +339,132 @@ fn mutex_contention_splits_75_25() {
     assert!(ns(lock, "total_ns") >= take * 95 / 100, "{lock}");
     assert!(total_ns(&r, "contender") >= take + total_ns(&r, "wait_turn"));
 }
+
+/// One waker of a blocked stack: (waker stack names, wait_ns, wakeups, waker tid, blocked
+/// tid).
+type Waker = (Vec<String>, u64, u64, u64, u64);
+
+/// The wakers of every blocked stack that contains `blocked_in`, and the woken time of those
+/// blocked stacks.
+fn wakers_of(r: &Value, blocked_in: &str) -> (Vec<Waker>, u64) {
+    let has = |stack: &Value, f: &str| {
+        stack
+            .as_array()
+            .is_some_and(|s| s.iter().any(|n| n.as_str() == Some(f)))
+    };
+    let mut wakers = Vec::new();
+    let mut woken = 0;
+    for b in r["off_cpu"]["wakeups"]["blocked"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no wakeups: {:#}", r["off_cpu"]))
+    {
+        if !has(&b["stack"], blocked_in) {
+            continue;
+        }
+        woken += ns(b, "woken_ns");
+        for w in b["wakers"].as_array().unwrap() {
+            let names = w["stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap().to_string())
+                .collect();
+            wakers.push((
+                names,
+                ns(w, "wait_ns"),
+                ns(w, "wakeups"),
+                ns(w, "tid"),
+                ns(b, "tid"),
+            ));
+        }
+    }
+    (wakers, woken)
+}
+
+/// Who woke whom (issue 14): in mutex_split.c, holder() wakes the contender 20 times from
+/// sem_post (ending its wait_turn) and 20 times from pthread_mutex_unlock (ending its
+/// take_lock); nobody else wakes those waits.
+#[test]
+fn the_holder_wakes_the_contender_from_sem_post_and_mutex_unlock() {
+    let p = build("mutex_split.c", "mutex_split_wakers", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let out = scratch().join("mutex_split_wakers.zst");
+    record(&out, &["--off-cpu"], &[p.board.to_str().unwrap(), "20"]);
+    let r = report(&out, &p.sysroot);
+    assert_eq!(r["off_cpu"]["wakeups"]["event"], "sched:sched_waking");
+    for blocked_in in ["take_lock", "wait_turn"] {
+        let (wakers, woken) = wakers_of(&r, blocked_in);
+        // The kernel's futex wake, called from holder().
+        let by_holder: Vec<_> = wakers
+            .iter()
+            .filter(|(s, ..)| {
+                s.iter().any(|n| n == "holder") && s.iter().any(|n| n == "futex_wake")
+            })
+            .collect();
+        let wakeups: u64 = by_holder.iter().map(|w| w.2).sum();
+        let ns_by_holder: u64 = by_holder.iter().map(|w| w.1).sum();
+        assert_eq!(wakeups, 20, "{blocked_in}: wakeups by holder: {wakers:#?}");
+        assert_eq!(ns_by_holder, woken, "{blocked_in}: {wakers:#?}");
+        // The holder thread woke the contender thread.
+        assert!(by_holder.iter().all(|w| w.3 != w.4), "{wakers:#?}");
+        // 20 waits of about 90 ms (take_lock) or 30 ms (wait_turn).
+        let (lo, hi) = match blocked_in {
+            "take_lock" => (20 * 85, 20 * 200),
+            _ => (20 * 25, 20 * 150),
+        };
+        assert!(
+            (lo..=hi).contains(&(woken / 1_000_000)),
+            "{blocked_in}: woken {woken} ns"
+        );
+    }
+    // The text report names the line of holder() that woke each wait: the unlock ends
+    // take_lock's waits, the sem_post wait_turn's.
+    let source = std::fs::read_to_string(root().join("tests/programs/mutex_split.c")).unwrap();
+    let line_of = |code: &str| {
+        1 + source
+            .lines()
+            .position(|l| l.trim() == code)
+            .unwrap_or_else(|| panic!("no {code} in mutex_split.c"))
+    };
+    // holder() comes first in the file: the first unlock is its own.
+    let (unlock, post) = (
+        line_of("pthread_mutex_unlock(&lock);"),
+        line_of("sem_post(&held);"),
+    );
+    let text = hostside_ok(&[
+        "report",
+        "--off-cpu",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        out.to_str().unwrap(),
+    ]);
+    assert!(text.contains("Who woke them (sched:sched_waking"), "{text}");
+    let mut blocked = "";
+    let mut woke: Vec<(String, u64)> = Vec::new();
+    for l in text.lines() {
+        if l.contains(" blocked in ") {
+            blocked = l;
+        } else if let Some((_, rest)) = l.split_once(" ms  ") {
+            if let Some((n, _)) = rest.split_once(" wakeups by tid ") {
+                let site = ["take_lock", "wait_turn"]
+                    .into_iter()
+                    .find(|f| blocked.contains(&format!("{f} (mutex_split.c:")))
+                    .unwrap_or("other");
+                woke.push((format!("{site} {l}"), n.parse().unwrap()));
+            }
+        }
+    }
+    for (site, line) in [("take_lock", unlock), ("wait_turn", post)] {
+        let n: u64 = woke
+            .iter()
+            .filter(|(l, _)| {
+                l.starts_with(site) && l.contains(&format!("holder (mutex_split.c:{line})"))
+            })
+            .map(|w| w.1)
+            .sum();
+        assert_eq!(
+            n, 20,
+            "{site} woken from mutex_split.c:{line}: {woke:#?}\n{text}"
+        );
+    }
+}

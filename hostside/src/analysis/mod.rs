@@ -6,3 +6,4 @@ pub mod events;
 pub mod heap;
 pub mod off_cpu;
 pub mod off_cpu_profile;
+pub mod wakers;

@@ -8,6 +8,10 @@
 //! switch-out, which shows where the thread ran last, not where it blocked. The report says
 //! how much time each way covers.
 //!
+//! Where the recording has wakeups (`sched:sched_waking` samples: the waker's stack, naming
+//! the woken thread), each blocked wait is also given the wakeup that ended it: the last one
+//! of that thread between its switch-out and its switch-in.
+//!
 //! Events are collected per thread and sorted, because the kernel's per-CPU rings are drained
 //! one after another: a thread that left one CPU and entered another can appear in the file
 //! in either order. Memory is 24 bytes per event; stacks are not held, only the time of the
@@ -49,6 +53,21 @@ pub enum Provider {
     Unknown,
 }
 
+/// One wakeup sample: the waker's process, thread and the sample's time (which names the
+/// sample in the recording).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WakerKey {
+    /// The waker's process id.
+    pub pid: u32,
+    /// The waker's thread id.
+    pub tid: u32,
+    /// When it woke the thread.
+    pub time: u64,
+}
+
+/// A wait's stack: the thread and the sample its time is charged to.
+pub type Blocked = (u32, u32, Provider);
+
 /// Per-thread times, nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ThreadTimes {
@@ -87,12 +106,22 @@ pub struct Assignment {
     pub approximate_ns: u64,
     /// Off-CPU time of threads never sampled before they waited.
     pub unknown_ns: u64,
+    /// The wakeup that ended each blocked wait, with the wait's stack and length (only
+    /// where the recording has wakeups).
+    pub wakers: HashMap<WakerKey, (Blocked, u64)>,
+    /// Blocked time whose wakeup is known.
+    pub woken_ns: u64,
+    /// Blocked time with no wakeup recorded (woken from outside the recorded processes, or
+    /// from an interrupt while none of them ran; or the wakeup was lost).
+    pub unwoken_ns: u64,
 }
 
 /// Collects events per thread; [`Timeline::assign`] turns them into waits.
 #[derive(Debug, Default)]
 pub struct Timeline {
     threads: HashMap<(u32, u32), Vec<(u64, Event)>>,
+    /// Wakeups by the woken thread's id.
+    wakeups: HashMap<u32, Vec<WakerKey>>,
 }
 
 impl Timeline {
@@ -102,6 +131,11 @@ impl Timeline {
             .entry((pid, tid))
             .or_default()
             .push((time, event));
+    }
+
+    /// Adds a wakeup of thread `wakee` by the sample `waker`.
+    pub fn wakeup(&mut self, waker: WakerKey, wakee: u32) {
+        self.wakeups.entry(wakee).or_default().push(waker);
     }
 
     /// Whether any switch was seen.
@@ -122,10 +156,17 @@ impl Timeline {
     /// window keeps the stack it began with.
     pub fn assign_within(self, end: u64, window: &Window) -> Assignment {
         let mut a = Assignment::default();
-        for ((pid, tid), mut events) in self.threads {
+        let Timeline {
+            threads,
+            mut wakeups,
+        } = self;
+        let any_wakeups = !wakeups.is_empty();
+        for ((pid, tid), mut events) in threads {
             if !window.keeps_task(pid, tid) {
                 continue;
             }
+            let mut woken_by = wakeups.remove(&tid).unwrap_or_default();
+            woken_by.sort_unstable_by_key(|w| (w.time, w.tid));
             // Samples sort before the switch at the same instant (the enum's order).
             events.sort_unstable();
             let mut times = ThreadTimes::default();
@@ -161,6 +202,19 @@ impl Timeline {
                                 preempt,
                                 provider,
                             );
+                            let ns = window.overlap(out, time);
+                            if !preempt && any_wakeups && ns > 0 {
+                                // The last wakeup before the switch-in, if it came after
+                                // the switch-out.
+                                let i = woken_by.partition_point(|w| w.time <= time);
+                                match i.checked_sub(1).map(|i| woken_by[i]) {
+                                    Some(w) if w.time >= out => {
+                                        a.wakers.insert(w, ((pid, tid, provider), ns));
+                                        a.woken_ns += ns;
+                                    }
+                                    _ => a.unwoken_ns += ns,
+                                }
+                            }
                         }
                     }
                     Event::End => ended = Some(time),
@@ -258,6 +312,39 @@ mod tests {
         assert_eq!((th.runnable_ns, th.blocked_ns, th.wall_ns), (10, 0, 50));
         assert_eq!(a.charged[&(1, 3, Provider::Unknown)], 10);
         assert_eq!(a.unknown_ns, 10);
+    }
+
+    #[test]
+    fn each_blocked_wait_is_given_the_wakeup_that_ended_it() {
+        let mut t = Timeline::default();
+        let waker = |time| WakerKey {
+            pid: 1,
+            tid: 9,
+            time,
+        };
+        // Thread 2 blocks 100..200 and 300..400, is preempted 500..600 and blocks 700..800.
+        for (out, inn, preempt) in [(100, 200, false), (300, 400, false), (500, 600, true)] {
+            t.push(1, 2, out - 1, Event::Blocking);
+            t.push(1, 2, out, Event::Out(preempt));
+            t.push(1, 2, inn, Event::In);
+        }
+        t.push(1, 2, 700, Event::Out(false));
+        t.push(1, 2, 800, Event::In);
+        // Two wakeups in the first wait (the second one ended it), one in the second, one
+        // while it ran, one in the preemption; none in the last wait. Another thread's wakeup
+        // is not thread 2's.
+        for time in [120, 190, 350, 450, 550] {
+            t.wakeup(waker(time), 2);
+        }
+        t.wakeup(waker(750), 3);
+        let a = t.assign(1000);
+        assert_eq!(a.wakers.len(), 2, "{:?}", a.wakers);
+        assert_eq!(a.wakers[&waker(190)], ((1, 2, Provider::Blocking(99)), 100));
+        assert_eq!(
+            a.wakers[&waker(350)],
+            ((1, 2, Provider::Blocking(299)), 100)
+        );
+        assert_eq!((a.woken_ns, a.unwoken_ns), (200, 100));
     }
 
     #[test]

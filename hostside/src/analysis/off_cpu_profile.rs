@@ -9,7 +9,8 @@
 use crossprof_format::{Record, Sample};
 
 use crate::analysis::cpu::{self, CpuProfile};
-use crate::analysis::off_cpu::{Event, Provider, ThreadTimes, Timeline};
+use crate::analysis::off_cpu::{Event, Provider, ThreadTimes, Timeline, WakerKey};
+use crate::analysis::wakers::{self, Wakers};
 use crate::pipeline::Loaded;
 use crate::unwinding::StackUnwinder;
 
@@ -44,6 +45,8 @@ pub struct OffCpuProfile {
     pub unknown_ns: u64,
     /// Threads by off-CPU time, most first.
     pub threads: Vec<OffCpuThread>,
+    /// Who woke the blocked threads, where the recording has wakeups.
+    pub wakers: Option<Wakers>,
 }
 
 /// Measures and charges every wait of the recording, cut to [`Loaded::window`].
@@ -54,6 +57,7 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         .iter()
         .position(|e| e == BLOCKING_EVENT)
         .map(|i| i as u32);
+    let waking = wakers::event_index(&header.events);
     let mut timeline = Timeline::default();
     let mut end = header.start_clock_ns.saturating_add(l.duration_ns);
     l.recording.for_each_metadata(|r| match r {
@@ -69,6 +73,15 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => {
             timeline.push(e.sample.pid, e.sample.tid, e.sample.time, Event::Blocking)
         }
+        // A wakeup: the sample is the waker's, its `addr` the woken thread.
+        Record::EventSample(e) if Some(e.event) == waking => timeline.wakeup(
+            WakerKey {
+                pid: e.sample.pid,
+                tid: e.sample.tid,
+                time: e.sample.time,
+            },
+            e.sample.addr as u32,
+        ),
         Record::Fork(t) => timeline.push(t.pid, t.tid, t.time, Event::Start),
         Record::Exit(t) => timeline.push(t.pid, t.tid, t.time, Event::End),
         Record::End(e) => end = end.max(e.time),
@@ -119,6 +132,23 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         &mut unwinder,
         true,
     );
+    let wakers = waking.map(|event| {
+        // A wait's stack is the sample fed for it: its thread and time.
+        let blocked = wakers::stacks_by_sample(&profile);
+        wakers::analyze(
+            l,
+            event,
+            &assignment.wakers,
+            |&(_, tid, provider)| {
+                let time = match provider {
+                    Provider::Blocking(t) | Provider::OnCpu(t) => t,
+                    Provider::Unknown => end,
+                };
+                blocked.get(&(tid, time)).copied()
+            },
+            (assignment.woken_ns, assignment.unwoken_ns),
+        )
+    });
     let mut threads: Vec<OffCpuThread> = assignment
         .threads
         .into_iter()
@@ -144,5 +174,6 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         approximate_ns: assignment.approximate_ns,
         unknown_ns: assignment.unknown_ns,
         threads,
+        wakers,
     }
 }

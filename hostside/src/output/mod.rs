@@ -17,3 +17,4 @@ pub mod leak_check;
 pub mod off_cpu;
 pub mod process_table;
 pub mod text;
+pub mod wakers;

@@ -28,6 +28,10 @@ pub struct OffCpuJson {
     pub functions: Vec<OffCpuFunctionJson>,
     /// Threads by off-CPU time.
     pub threads: Vec<OffCpuThreadJson>,
+    /// Who woke the blocked threads, when the recording has wakeups (`rec --off-cpu` as
+    /// root); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wakeups: Option<crate::output::wakers::WakeupsJson>,
 }
 
 /// One function's off-CPU time.
@@ -107,6 +111,10 @@ pub fn json(p: &OffCpuProfile, top: usize) -> OffCpuJson {
                 runnable_ns: t.times.runnable_ns,
             })
             .collect(),
+        wakeups: p
+            .wakers
+            .as_ref()
+            .map(|w| crate::output::wakers::json(prof, w, top)),
     }
 }
 
@@ -207,6 +215,9 @@ pub fn report(
                 .collect();
             writeln!(out, "    {:>10}  {}", ms(n), names.join(" <- "))?;
         }
+    }
+    if let Some(w) = &p.wakers {
+        crate::output::wakers::text(out, prof, w, top.min(5))?;
     }
     crate::output::text::diagnostics(out, &ctx.diagnostics)
 }
