@@ -183,4 +183,14 @@ fn check_says_what_the_board_allows() {
     assert_eq!(line("hardware PMU").contains("none"), !has_pmu, "{text}");
     assert!(line("free space").contains(dir.to_str().unwrap()), "{text}");
     assert!(line("tracefs").len() > "tracefs".len(), "{text}");
+    // Root here, with tracefs: the wakeup tracepoint opens.
+    let tracefs = Path::new("/sys/kernel/tracing/events/sched/sched_waking/id").exists()
+        || Path::new("/sys/kernel/debug/tracing/events/sched/sched_waking/id").exists();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert_eq!(
+        line("wakeups").contains("yes (sched:sched_waking)"),
+        tracefs && root,
+        "{text}"
+    );
 }

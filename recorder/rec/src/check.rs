@@ -25,6 +25,28 @@ fn probe(kind: Kind) -> io::Result<()> {
     attr::open(&a, 0, -1).map(drop)
 }
 
+/// Whether `--off-cpu` can record who woke whom here: the wakeup tracepoint found in tracefs
+/// and opened on rec itself with its raw data.
+fn wakeups() -> Result<String, String> {
+    let tp = crate::perf::wakeup::find()?;
+    let a = crate::perf::wakeup::attr(
+        &tp,
+        PerfEventAttr {
+            size: attr::ATTR_SIZE,
+            sample_period_or_freq: 1,
+            flags: flag::DISABLED | flag::EXCLUDE_HV,
+            ..Default::default()
+        },
+    );
+    match attr::open(&a, 0, -1) {
+        Ok(_) => Ok(tp.name),
+        Err(e) => Err(format!(
+            "{} is there but cannot be sampled ({e}): run rec as root or with CAP_PERFMON",
+            tp.name
+        )),
+    }
+}
+
 fn read_trim(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -116,6 +138,16 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
             |p| p.to_string()
         )
     )?;
+    match wakeups() {
+        Ok(name) => writeln!(
+            w,
+            "wakeups              yes ({name}): --off-cpu records who woke each thread"
+        )?,
+        Err(why) => writeln!(
+            w,
+            "wakeups              no: {why}; --off-cpu records waits without their wakers"
+        )?,
+    }
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
