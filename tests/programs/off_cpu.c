@@ -1,6 +1,7 @@
 /* Ground truth for off-CPU time. The main thread runs ITERATIONS rounds of: burn() spins for
  * 10 ms, then nap() sleeps 30 ms; so nap() is off-CPU 75% of the thread's wall time. burn()
- * spins by the wall clock, so on a busy machine its preemptions stay in its own 10 ms. A second thread, waiter(), spins 5 ms (so that a CPU sample sees its stack) and then
+ * spins by the wall clock, so on a busy machine its preemptions stay in its own 10 ms. A second thread, waiter(), spins 5 ms of its own CPU time (so that CPU samples see its stack
+ * however busy the machine: a wall-clock spin may end before the thread ever runs) and then
  * blocks in wait_for_go() on a condition variable until main() signals it after the last
  * round: its wait is the length of the run.
  * A nap that oversleeps (the machine is busy) is longer than 30 ms; the program prints what it
@@ -34,6 +35,18 @@ __attribute__((noinline)) static void burn(uint64_t until_ns) {
     sink = x;
 }
 
+/* Spins until this thread has used `ns` of CPU time. */
+__attribute__((noinline)) static void spin_cpu(uint64_t ns) {
+    struct timespec ts;
+    uint64_t x = 1, used = 0;
+    while (used < ns) {
+        for (int i = 0; i < 100; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        used = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    }
+    sink = x;
+}
+
 __attribute__((noinline)) static void nap(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) {
@@ -50,7 +63,7 @@ __attribute__((noinline)) static void wait_for_go(void) {
 
 __attribute__((noinline)) static void *waiter(void *arg) {
     (void)arg;
-    burn(now_ns() + 5000000ULL);
+    spin_cpu(5000000ULL);
     wait_for_go();
     __asm__ volatile("" ::: "memory");
     return NULL;

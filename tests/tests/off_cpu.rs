@@ -51,6 +51,10 @@ fn report(recording: &Path, sysroot: &Path) -> Value {
     serde_json::from_str(&out).expect("valid JSON")
 }
 
+/// off_cpu.c's flags: symbols bound at start (`-z now`), so that no thread's last CPU sample
+/// before it blocks lands in the dynamic linker's lazy binding of `pthread_cond_wait`.
+const OFF_CPU_FLAGS: &[&str] = &["-O2", "-Wl,-z,now"];
+
 /// What off_cpu.c measured itself: the share of its run spent in nap(), percent.
 fn measured_nap_share(stdout: &[u8]) -> f64 {
     let text = String::from_utf8_lossy(stdout);
@@ -114,7 +118,7 @@ fn assert_thread_split(r: &Value, truth: f64) -> (u64, u64) {
 
 #[test]
 fn sleeping_and_waiting_threads_exact_stacks() {
-    let p = build("off_cpu.c", "off_cpu_exact", &["-O2"]);
+    let p = build("off_cpu.c", "off_cpu_exact", OFF_CPU_FLAGS);
     add_system_libs(&p.sysroot, &p.board);
     let out = scratch().join("off_cpu_exact.zst");
     let (r, truth) = with_truth(|_| {
@@ -225,7 +229,7 @@ impl Drop for Paranoid {
 fn unprivileged_recording_has_approximate_stacks_and_exact_times() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let p = build("off_cpu.c", "off_cpu_user", &["-O2"]);
+    let p = build("off_cpu.c", "off_cpu_user", OFF_CPU_FLAGS);
     add_system_libs(&p.sysroot, &p.board);
     // A directory the unprivileged user can read, write and run from: rec and the output.
     let dir = scratch().join("off_cpu_user_run");
