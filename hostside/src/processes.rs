@@ -91,6 +91,8 @@ pub struct Processes {
     pub vdso: Option<Blob>,
     /// /proc/kallsyms text from the board, if any.
     pub kallsyms: Option<Vec<u8>>,
+    /// /proc/modules text from the board, if any: the loaded modules' address ranges.
+    pub kernel_modules: Option<Vec<u8>>,
     /// Mmap records seen.
     pub mmap_records: u64,
     /// Names of JIT-compiled code, from the perf maps and jitdumps `rec` carried.
@@ -121,6 +123,7 @@ impl Processes {
             Record::Mmap(m) => mmaps.push(m),
             Record::Blob(b) if b.name == "[vdso]" => p.vdso = Some(b),
             Record::Blob(b) if b.name == "kallsyms" => p.kallsyms = Some(b.data),
+            Record::Blob(b) if b.name == "modules" => p.kernel_modules = Some(b.data),
             Record::JitMap(j) if j.kind == "perf-map" => p.jit.add_perf_map(j.pid, &j.data),
             Record::JitMap(j) if j.kind == "jitdump" => p.jit.add_jitdump_piece(&j),
             _ => {}

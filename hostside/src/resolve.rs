@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use crossprof_symbols::{
-    BuildIdIndex, FileCache, IndexOptions, Kallsyms, Located, Lookup, MatchKind, Module, Origin,
-    SharedBytes,
+    BuildIdIndex, FileCache, IndexOptions, Kallsyms, KernelSymbol, Located, Lookup, MatchKind,
+    Module, Origin, SharedBytes,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
@@ -59,6 +59,15 @@ pub struct Resolver {
 /// Module path used for kernel frames.
 pub const KERNEL_MODULE: &str = "[kernel.kallsyms]";
 
+/// Whether a frame's module is the kernel's: the kernel image or a loadable module (`[name]`),
+/// not one of the user-space pseudo-modules (`[vdso]`, `[jit]`, `[unknown]`).
+pub fn is_kernel_module(module: &str) -> bool {
+    module == KERNEL_MODULE
+        || (module.starts_with('[')
+            && module.ends_with(']')
+            && !matches!(module, "[vdso]" | "[unknown]" | crate::jit::JIT_MODULE))
+}
+
 impl Resolver {
     /// Locates every module of the recording (cheap: no DWARF is parsed yet).
     pub fn new(processes: &Processes, lookup: &Lookup) -> Resolver {
@@ -98,7 +107,11 @@ impl Resolver {
             Some(Err(e)) => (None, Some(e.to_string())),
             None => (None, None),
         };
-        let kallsyms = processes.kallsyms.as_deref().map(Kallsyms::parse);
+        let kallsyms = processes.kallsyms.as_deref().map(|text| {
+            let mut k = Kallsyms::parse(text);
+            k.add_modules(processes.kernel_modules.as_deref().unwrap_or_default());
+            k
+        });
         let remote = Remote::from_env(&processes.modules, &located);
         Resolver {
             located,
@@ -282,15 +295,34 @@ impl Resolver {
 
     /// A kernel address (already moved back by one for return addresses).
     pub fn kernel_frame(&self, addr: u64) -> Frame {
-        match self.kallsyms.as_ref().and_then(|k| k.lookup(addr)) {
-            Some(name) => Frame {
+        let sym = self.kallsyms.as_ref().map(|k| k.symbolize(addr));
+        // A loadable module's frames are in module `[name]`, as perf shows them.
+        let module = sym
+            .and_then(|s| s.module)
+            .map_or_else(|| KERNEL_MODULE.to_string(), |m| format!("[{m}]"));
+        match sym {
+            Some(KernelSymbol {
+                function: Some(name),
+                ..
+            }) => Frame {
                 function: name.to_string(),
                 file: None,
                 line: None,
-                module: KERNEL_MODULE.into(),
+                module,
                 symbolized: true,
             },
-            None => Frame {
+            Some(KernelSymbol {
+                module: Some(_),
+                module_start,
+                ..
+            }) => Frame {
+                function: format!("{module}+{:#x}", addr.wrapping_sub(module_start)),
+                file: None,
+                line: None,
+                module,
+                symbolized: false,
+            },
+            _ => Frame {
                 function: format!("[kernel] {addr:#x}"),
                 file: None,
                 line: None,

@@ -53,6 +53,6 @@ pub use demangle::demangle;
 pub use error::Error;
 pub use files::{FileCache, SharedBytes};
 pub use index::{BuildIdIndex, IndexOptions, IndexStats, IndexedFile, MAX_FILES_PER_ROOT};
-pub use kallsyms::Kallsyms;
+pub use kallsyms::{Kallsyms, KernelSymbol};
 pub use lookup::{Located, Lookup, MatchKind, Origin};
 pub use module::{Module, ModuleStats, SymFrame};

@@ -203,6 +203,21 @@ pub fn kallsyms_for(addrs: &std::collections::HashSet<u64>) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// The blobs that name sampled kernel addresses: `kallsyms` (see [`kallsyms_for`]) and, with
+/// it, `modules`: `/proc/modules` whole (a line per loaded module, a few KiB even on a
+/// desktop), whose address ranges place frames in loadable modules. Empty when kallsyms is
+/// unreadable or hides addresses.
+pub fn kernel_symbols(addrs: &std::collections::HashSet<u64>) -> Vec<(&'static str, Vec<u8>)> {
+    let Some(kallsyms) = kallsyms_for(addrs) else {
+        return Vec::new();
+    };
+    let mut blobs = vec![("kallsyms", kallsyms)];
+    if let Ok(modules) = fs::read("/proc/modules") {
+        blobs.push(("modules", modules));
+    }
+    blobs
+}
+
 /// `uname` release and node name.
 pub fn uname() -> (String, String) {
     // SAFETY: utsname is plain data; uname fills it.

@@ -298,18 +298,16 @@ fn write_vdso(out: &mut Output) {
     }
 }
 
-/// Writes the kernel symbols that name the sampled kernel addresses. Done once at the end: a
+/// Writes the kernel symbols that name the sampled kernel addresses (and the loaded modules'
+/// ranges, for frames in modules). Done once at the end: a
 /// recording cut short by kill -9 or power loss shows kernel frames as addresses.
 fn write_kallsyms(out: &mut Output) {
     if out.kernel_addrs.is_empty() {
         return;
     }
-    if let Some(data) = procfs::kallsyms_for(&out.kernel_addrs) {
-        out.push(&Record::Blob(Blob {
-            name: "kallsyms".into(),
-            addr: 0,
-            data,
-        }));
+    for (name, data) in procfs::kernel_symbols(&out.kernel_addrs) {
+        let (name, addr) = (name.into(), 0);
+        out.push(&Record::Blob(Blob { name, addr, data }));
     }
 }
 

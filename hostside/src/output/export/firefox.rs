@@ -24,7 +24,7 @@ use fxprof_processed_profile::{
 use crate::analysis::heap::HeapProfile;
 use crate::frames::{FrameId, FrameTable};
 use crate::pipeline::Loaded;
-use crate::resolve::KERNEL_MODULE;
+use crate::resolve::is_kernel_module;
 
 /// A "Lost samples" marker: the kernel's ring buffer overflowed and `count` samples are missing.
 struct LostMarker {
@@ -118,7 +118,7 @@ impl Tracks<'_> {
                 let f = table.get(id);
                 FrameInfo {
                     frame: Frame::Label(self.profile.intern_string(&f.function)),
-                    category_pair: if f.module == KERNEL_MODULE {
+                    category_pair: if is_kernel_module(&f.module) {
                         self.kernel
                     } else {
                         self.user
