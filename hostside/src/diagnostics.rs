@@ -62,6 +62,11 @@ pub enum Kind {
     /// User frames outside every mapped file that no JIT map names (count: frames, per
     /// sample).
     JitMapMissing,
+    /// Bytes of jitdumps `rec`'s size bound left on the board (count: bytes).
+    JitdumpTruncated,
+    /// jitdump records that did not parse or were cut short, pieces that did not follow on
+    /// (count: records).
+    JitdumpDamaged,
     /// Modules a debuginfod server could not provide: down, slow, not found, or answering
     /// something that is not the module (count: modules).
     DebuginfodFailed,
@@ -109,6 +114,8 @@ impl Kind {
             Kind::ModuleMismatch => "module-mismatch",
             Kind::ModuleLoadFailed => "module-load-failed",
             Kind::JitMapMissing => "jit-map-missing",
+            Kind::JitdumpTruncated => "jitdump-truncated",
+            Kind::JitdumpDamaged => "jitdump-damaged",
             Kind::DebuginfodFailed => "debuginfod-failed",
             Kind::DebugInfoDamaged => "debug-info-damaged",
             Kind::DwarfDisabled => "dwarf-disabled",
@@ -149,6 +156,8 @@ pub struct Sources<'a> {
     pub unwind_errors: &'a [String],
     /// User frames outside every mapped file that no JIT map named.
     pub unmapped_frames: u64,
+    /// What the jitdumps held and what was wrong with them.
+    pub jit: &'a crate::jit::JitStats,
     /// The heap profile, when the report has one.
     pub heap: Option<&'a HeapProfile>,
 }
@@ -232,6 +241,20 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
         "frames in memory no file is mapped at and no JIT map names: code generated at run \
          time without a /tmp/perf-PID.map (start Node with --perf-basic-prof, Java with a \
          perf-map agent, Python 3.12 with -X perf), or a damaged stack"
+            .into(),
+    );
+    add(
+        Kind::JitdumpTruncated,
+        src.jit.bytes_cut,
+        "bytes of jitdump files rec left on the board (its bound: 64 MiB per file, 256 MiB per \
+         recording): JIT code loaded after the cut is unnamed"
+            .into(),
+    );
+    add(
+        Kind::JitdumpDamaged,
+        src.jit.damaged,
+        "jitdump records that did not parse or were cut short (a runtime still writing, a \
+         damaged file); the code they describe is unnamed"
             .into(),
     );
     if let Some(e) = src.vdso_error {
@@ -423,6 +446,7 @@ mod tests {
             unwind: &unwind,
             unwind_errors: &[],
             unmapped_frames: 0,
+            jit: &Default::default(),
             heap: None,
         });
         let got: Vec<(Kind, Option<&str>, u64)> =
@@ -456,6 +480,7 @@ mod tests {
             unwind: &UnwindStats::default(),
             unwind_errors: &["/lib/libx.so: bad section".to_string()],
             unmapped_frames: 0,
+            jit: &Default::default(),
             heap: None,
         });
         let got: Vec<(&str, u64)> = d.iter().map(|d| (d.kind.name(), d.count)).collect();
@@ -510,6 +535,7 @@ mod tests {
             unwind: &UnwindStats::default(),
             unwind_errors: &[],
             unmapped_frames: 0,
+            jit: &Default::default(),
             heap: None,
         });
         assert_eq!(d.len(), 1, "{d:?}");

@@ -356,6 +356,20 @@ mod tests {
         assert_eq!((j.stats.code, j.stats.damaged), (4, 0));
     }
 
+    /// What rec's bound cut is counted in bytes, and the record it cut in two as damaged;
+    /// the loads before the cut still name their code.
+    #[test]
+    fn a_dump_cut_by_recs_bound_counts_what_is_missing() {
+        let d = dump(&[(1, 0x1000, 0x10, "a"), (2, 0x2000, 0x10, "b")], &[]);
+        let cut = d.len() - 5;
+        let mut p = piece(7, &d[..cut], 0);
+        (p.truncated, p.file_size) = (true, d.len() as u64 + 1000);
+        let j = table(|j| j.add_jitdump_piece(&p));
+        assert_eq!(j.lookup(7, 0x1000, 5), Some("a"));
+        assert_eq!(j.lookup(7, 0x2000, 5), None);
+        assert_eq!((j.stats.bytes_cut, j.stats.damaged), (1005, 1));
+    }
+
     #[test]
     fn a_missing_piece_ends_the_dump_there() {
         let d = dump(&[(1, 0x1000, 0x10, "a"), (2, 0x2000, 0x10, "b")], &[]);

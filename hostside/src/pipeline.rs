@@ -206,6 +206,7 @@ impl Loaded {
             unwind: &self.cpu.unwind,
             unwind_errors: &self.cpu.unwind_errors,
             unmapped_frames: self.cpu.unmapped_frames,
+            jit: &self.processes.jit.stats,
             heap,
         });
         ReportContext {
