@@ -180,6 +180,55 @@ fn pprof_heap_profile_totals_read_by_go_tool_pprof() {
     let top = go_pprof_top(&pb, "inuse_objects");
     let leak = top.iter().find(|r| r.2 == "leak_some").expect("leak_some");
     assert_eq!(leak.0 as u64, 20_000, "{top:?}");
+
+    // Each site's location keeps its address in the program's mapping (path, build-id): what
+    // Pyroscope or Parca need to re-symbolize. Turned into a file address with the mapping's
+    // start and offset, addr2line on the unstripped binary names the same function.
+    let raw = go_pprof(&["-raw"], &pb);
+    let mappings = raw.split("Mappings").nth(1).expect("a Mappings section");
+    let m1 = mappings
+        .lines()
+        .find(|l| l.trim_start().starts_with("1: "))
+        .unwrap_or_else(|| panic!("no mapping 1:\n{mappings}"));
+    let board = f.program.board.to_str().unwrap();
+    assert!(m1.contains(board), "mapping 1 is not the program: {m1}");
+    let range: Vec<u64> = m1
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
+        .collect();
+    let locations = raw
+        .split("Locations")
+        .nth(1)
+        .unwrap()
+        .split("Mappings")
+        .next()
+        .unwrap();
+    for site in ["churn", "leak_some", "grow"] {
+        let line = locations
+            .lines()
+            .find(|l| l.contains(&format!(" {site} ")))
+            .unwrap_or_else(|| panic!("no location of {site}:\n{locations}"));
+        let w: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(w[2], "M=1", "{line}");
+        let addr = u64::from_str_radix(w[1].trim_start_matches("0x"), 16).unwrap();
+        assert!(range[0] <= addr && addr < range[1], "{line} outside {m1}");
+        let file_addr = addr - range[0] + range[2];
+        let o = std::process::Command::new("addr2line")
+            .args(["-f", "-e"])
+            .arg(&f.program.unstripped)
+            .arg(format!("{file_addr:#x}"))
+            .output()
+            .unwrap();
+        let named = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            named.lines().next(),
+            Some(site),
+            "{line}: addr2line says {named}"
+        );
+    }
 }
 
 #[test]

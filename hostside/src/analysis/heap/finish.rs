@@ -5,6 +5,7 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
+use crate::analysis::cpu::StackAddress;
 use crate::analysis::heap::stream::{unknown_stack_frame, State};
 use crate::analysis::heap::trace_tree::TraceId;
 use crate::analysis::heap::{
@@ -40,7 +41,9 @@ impl State<'_> {
             {
                 self.anomalies.depth_limited_allocations += acc.allocations;
             }
-            let (frames, suppressed) = self.display_frames(t, &suppressed_patterns, unknown);
+            let (frames, addresses, suppressed) =
+                self.display_frames(t, &suppressed_patterns, unknown);
+            let space = self.tree.node(t).map_or((acc.pid, 0), |n| n.space);
             let at_peak = if acc.epoch == epoch {
                 acc.snap
             } else {
@@ -62,6 +65,8 @@ impl State<'_> {
                 pid: acc.pid,
                 site: acc.site as usize,
                 frames,
+                addresses,
+                space,
                 counts: HeapCounts {
                     allocations: acc.allocations,
                     temporary: acc.temporary,
@@ -172,14 +177,15 @@ impl State<'_> {
         }
     }
 
-    /// The frames shown for a trace (from its site outward, up to a stop function) and whether a
-    /// suppression pattern matches anywhere on its full stack.
+    /// The frames shown for a trace (from its site outward, up to a stop function), the return
+    /// addresses they came from, and whether a suppression pattern matches anywhere on its
+    /// full stack.
     fn display_frames(
         &self,
         t: TraceId,
         patterns: &[&str],
         unknown: FrameId,
-    ) -> (Vec<FrameId>, bool) {
+    ) -> (Vec<FrameId>, Vec<StackAddress>, bool) {
         let frames_of = |id: TraceId| -> &[FrameId] {
             self.node_frames
                 .get(id as usize)
@@ -209,9 +215,18 @@ impl State<'_> {
             })
             .unwrap_or(chain.len());
         let mut out = Vec::new();
+        let mut addresses = Vec::new();
         for &id in &chain[skip..] {
             let fs = frames_of(id);
             out.extend_from_slice(fs);
+            if let (Some(n), false) = (self.tree.node(id), fs.is_empty()) {
+                addresses.push(StackAddress {
+                    addr: n.ip,
+                    lookup: n.ip.saturating_sub(1),
+                    frames: fs.len() as u32,
+                    kernel: false,
+                });
+            }
             if fs
                 .iter()
                 .any(|&f| STOP_FUNCTIONS.contains(&self.table.get(f).function.as_str()))
@@ -221,8 +236,9 @@ impl State<'_> {
         }
         if out.is_empty() {
             out.push(unknown);
+            addresses.clear();
         }
-        (out, suppressed)
+        (out, addresses, suppressed)
     }
 }
 

@@ -1,9 +1,11 @@
 //! What the heap analysis produces: totals, sites, distinct stacks, the largest allocations and
 //! the timeline, and the metrics reports and flame graphs weigh them by.
 
+use crate::analysis::cpu::StackAddress;
 use crate::analysis::heap::timeline::Bucket;
 use crate::analysis::heap::trace_tree::TreeAnomalies;
 use crate::frames::{FrameId, FrameTable};
+use crate::processes::SpaceKey;
 
 /// Whole-recording numbers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,6 +61,13 @@ pub struct TraceRow {
     /// Frames from the site outward, innermost first, ending at `main` (inlined frames
     /// included).
     pub frames: Vec<FrameId>,
+    /// The return addresses behind `frames`, in the same order, each with how many of the
+    /// frames it became (as a CPU [`crate::analysis::cpu::Stack`] has them), in
+    /// [`TraceRow::space`]: exports that carry addresses (pprof locations) need them. Empty
+    /// when the stack is unknown.
+    pub addresses: Vec<StackAddress>,
+    /// The address space (process image) the addresses belong to.
+    pub space: SpaceKey,
     /// Its counts.
     pub counts: HeapCounts,
     /// Whether a leak suppression matched its stack.

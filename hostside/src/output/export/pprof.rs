@@ -7,9 +7,10 @@
 //! when the recording ended, suppressed leaks excluded, as `report --heap` counts them) plus
 //! `temp_objects` and `peak_space` (bytes live at the heap's peak).
 //!
-//! Every location is symbolized (functions, file:line, inlined frames as extra lines), and CPU
-//! locations keep their address inside a mapping with the module's path and build-id, so that
-//! Pyroscope or Parca can re-symbolize them against their own debug info.
+//! Every location is symbolized (functions, file:line, inlined frames as extra lines), and
+//! keeps its address (a sampled instruction, or a return address minus one) inside a mapping
+//! with the module's path and build-id, CPU and heap stacks alike, so that Pyroscope or Parca
+//! can re-symbolize them against their own debug info.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -19,6 +20,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
+use crate::analysis::cpu::StackAddress;
 use crate::analysis::heap::HeapProfile;
 use crate::frames::{FrameId, FrameTable};
 use crate::output::export::Sampled;
@@ -179,6 +181,48 @@ impl<'a> Builder<'a> {
         id
     }
 
+    /// The locations of one stack: each address in the mapping that holds it (with the
+    /// module's path and build-id, so a consumer can re-symbolize it), kernel addresses in
+    /// the kernel's. `weight` counts the `count` per user mapping, to find the main binary.
+    fn locations(
+        &mut self,
+        l: &Loaded,
+        maps: &[MappingView],
+        addresses: &[StackAddress],
+        frames: &[FrameId],
+        count: u64,
+        weight: &mut HashMap<u64, u64>,
+    ) -> Vec<u64> {
+        let mut location_id = Vec::with_capacity(addresses.len());
+        let mut at = 0usize;
+        for a in addresses {
+            let end = (at + a.frames as usize).min(frames.len());
+            let frames = &frames[at..end];
+            at = end;
+            if frames.is_empty() {
+                continue;
+            }
+            let mapping_id = if a.kernel {
+                self.module_mapping(l, KERNEL_MODULE)
+            } else {
+                // The latest mapping wins where a region was mapped again, as in placing.
+                match maps
+                    .iter()
+                    .rev()
+                    .find(|m| m.start <= a.lookup && a.lookup < m.end)
+                {
+                    Some(m) => self.mapping(l, m),
+                    None => 0,
+                }
+            };
+            if mapping_id != 0 && !a.kernel {
+                *weight.entry(mapping_id).or_default() += count;
+            }
+            location_id.push(self.location(mapping_id, a.lookup, frames));
+        }
+        location_id
+    }
+
     fn label_num(&mut self, key: &str, num: i64) -> proto::Label {
         proto::Label {
             key: self.string(key),
@@ -303,32 +347,7 @@ pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> proto::Profile {
         let maps = maps
             .entry(s.space)
             .or_insert_with(|| l.processes.mappings(s.space));
-        let mut location_id = Vec::with_capacity(s.addresses.len());
-        let mut at = 0usize;
-        for a in &s.addresses {
-            let frames = &s.frames[at..at + a.frames as usize];
-            at += a.frames as usize;
-            if frames.is_empty() {
-                continue;
-            }
-            let mapping_id = if a.kernel {
-                b.module_mapping(l, KERNEL_MODULE)
-            } else {
-                // The latest mapping wins where a region was mapped again, as in placing.
-                match maps
-                    .iter()
-                    .rev()
-                    .find(|m| m.start <= a.lookup && a.lookup < m.end)
-                {
-                    Some(m) => b.mapping(l, m),
-                    None => 0,
-                }
-            };
-            if mapping_id != 0 && !a.kernel {
-                *weight.entry(mapping_id).or_default() += s.count;
-            }
-            location_id.push(b.location(mapping_id, a.lookup, frames));
-        }
+        let location_id = b.locations(l, maps, &s.addresses, &s.frames, s.count, &mut weight);
         let labels = vec![
             b.label_num("pid", i64::from(s.pid)),
             b.label_num("tid", i64::from(s.tid)),
@@ -362,19 +381,28 @@ pub fn heap(l: &Loaded, p: &HeapProfile) -> proto::Profile {
     b.profile.default_sample_type = b.string("inuse_space");
     b.describe(l);
     let mut weight: HashMap<u64, u64> = HashMap::new();
+    let mut maps: HashMap<SpaceKey, Vec<MappingView>> = HashMap::new();
     for t in &p.traces {
         let c = &t.counts;
-        // Heap stacks keep their frames, not their addresses: one location per frame.
-        let location_id = t
-            .frames
-            .iter()
-            .map(|&f| {
-                let module = p.table.get(f).module.clone();
-                let mapping_id = b.module_mapping(l, &module);
-                *weight.entry(mapping_id).or_default() += c.allocations;
-                b.location(mapping_id, 0, &[f])
-            })
-            .collect();
+        // A stack's return addresses, each in its mapping, like CPU samples' (an unknown
+        // stack has none: its one frame gets a location without an address).
+        let covered = t.addresses.iter().map(|a| a.frames as usize).sum::<usize>();
+        let location_id = if !t.addresses.is_empty() && covered == t.frames.len() {
+            let maps = maps
+                .entry(t.space)
+                .or_insert_with(|| l.processes.mappings(t.space));
+            b.locations(l, maps, &t.addresses, &t.frames, c.allocations, &mut weight)
+        } else {
+            t.frames
+                .iter()
+                .map(|&f| {
+                    let module = p.table.get(f).module.clone();
+                    let mapping_id = b.module_mapping(l, &module);
+                    *weight.entry(mapping_id).or_default() += c.allocations;
+                    b.location(mapping_id, 0, &[f])
+                })
+                .collect()
+        };
         let value = [
             c.allocations,
             c.allocated_bytes,
