@@ -11,6 +11,7 @@ use crate::analysis::diff::diff;
 use crate::analysis::events;
 use crate::analysis::heap::{self, HeapMetric, HeapOptions};
 use crate::analysis::off_cpu_profile;
+use crate::analysis::thread_timeline;
 use crate::cli::{Cli, Command, HeapGraph};
 use crate::filter::Filter;
 use crate::output::diff::Side;
@@ -81,16 +82,20 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     c.mappings = Some(e.mappings.iter().map(json::MappingJson::from).collect());
                 }
                 report.off_cpu = waits.as_ref().map(|w| off_cpu_text::json(w, top));
+                report.timeline = thread_timeline::build(&l)
+                    .map(|t| o::timeline::json(&t, l.recording.header().start_clock_ns));
                 serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;
             } else if let Some(e) = &chosen {
                 o::event::report(&mut out, &ctx, e, top)?;
             } else if let (true, Some(w)) = (off_cpu, &waits) {
                 off_cpu_text::report(&mut out, &ctx, w, top)?;
+                timeline_text(&mut out, &l, top)?;
             } else if let (true, Some(p)) = (heap_text, &profile) {
                 heap_text::heap_report(&mut out, &ctx, p, top)?;
             } else {
                 text::cpu_report(&mut out, &ctx, &l.cpu, top)?;
+                timeline_text(&mut out, &l, top)?;
             }
             out.flush()?;
             if let (Some(limit), Some(p)) = (fail_on_leak, &profile) {
@@ -335,6 +340,14 @@ fn heap_metric(g: HeapGraph) -> HeapMetric {
 }
 
 /// Heap and off-CPU analyses need records the file may not have; say which command makes them.
+/// The thread timeline after a text report (nothing when no thread was seen).
+fn timeline_text(out: &mut dyn Write, l: &Loaded, top: usize) -> Result<()> {
+    if let Some(t) = thread_timeline::build(l) {
+        o::timeline::text(out, &t, l.recording.header().start_clock_ns, top)?;
+    }
+    Ok(())
+}
+
 fn require(l: &Loaded, what: &str, present: bool, how: &str) -> Result<()> {
     if !present {
         bail!(

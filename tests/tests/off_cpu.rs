@@ -116,6 +116,53 @@ fn assert_thread_split(r: &Value, truth: f64) -> (u64, u64) {
     (wall, ns(waiter, "blocked_ns"))
 }
 
+/// The report's thread timeline agrees with the off-CPU section: the main thread of
+/// off_cpu.c runs (or waits for a CPU, on a busy machine) the 25% of its time it is not in
+/// nap() (within 5 points of what the program measured), the waiter almost never runs.
+fn assert_timeline(r: &Value, truth: f64, source: &str) {
+    let tl = &r["timeline"];
+    assert_eq!(tl["source"], source, "{tl:#}");
+    let t = threads(r);
+    let rows = tl["threads"].as_array().expect("timeline threads");
+    assert_eq!(rows.len(), 2, "{tl:#}");
+    for (th, want_main) in [(&t[0], true), (&t[1], false)] {
+        let row = rows
+            .iter()
+            .find(|x| x["tid"] == th["tid"])
+            .unwrap_or_else(|| panic!("no timeline row for {th}"));
+        let (run, wait) = (ns(row, "running_ns"), ns(row, "waiting_ns"));
+        let cells = row["row"].as_str().unwrap();
+        assert_eq!(cells.chars().count(), 60, "{row}");
+        // The same switches: the same on-CPU time and wall time, to 1% of the wall time (a
+        // new thread's wait for its first CPU is waiting here, on-CPU there).
+        let wall = ns(th, "wall_ns");
+        assert!(
+            run.abs_diff(ns(th, "on_cpu_ns")) * 100 <= wall,
+            "{row} vs {th}"
+        );
+        assert!((run + wait).abs_diff(wall) * 100 <= wall, "{row} vs {th}");
+        let share = 100.0 * (run + ns(th, "runnable_ns")) as f64 / (run + wait) as f64;
+        if want_main {
+            assert!(
+                (share - (100.0 - truth)).abs() <= 5.0,
+                "main thread ran {share:.1}% (the program measured {:.1}%): {row}",
+                100.0 - truth
+            );
+        } else {
+            assert!(share < 5.0, "the waiter ran {share:.1}%: {row}");
+        }
+        // 33 ms columns of a 40 ms burn/nap cycle: the main thread runs in nearly every one,
+        // the waiter in almost none.
+        let alive = cells.chars().filter(|&c| c != ' ').count();
+        let ran = cells.chars().filter(|&c| c != ' ' && c != '_').count();
+        assert!(alive >= 55, "{cells:?}");
+        match want_main {
+            true => assert!(ran * 10 >= alive * 8, "{cells:?}"),
+            false => assert!(ran * 10 <= alive, "{cells:?}"),
+        }
+    }
+}
+
 #[test]
 fn sleeping_and_waiting_threads_exact_stacks() {
     let p = build("off_cpu.c", "off_cpu_exact", OFF_CPU_FLAGS);
@@ -135,6 +182,7 @@ fn sleeping_and_waiting_threads_exact_stacks() {
     });
     assert_eq!(r["off_cpu"]["stacks"], "exact", "{:#}", r["off_cpu"]);
     let (wall, _) = assert_thread_split(&r, truth);
+    assert_timeline(&r, truth, "switches");
     // nap(): 75% of the main thread's wall time, all of it under work_loop and main.
     let nap = total_ns(&r, "nap");
     let share = 100.0 * nap as f64 / wall as f64;
@@ -182,6 +230,10 @@ fn sleeping_and_waiting_threads_exact_stacks() {
         out.to_str().unwrap(),
     ]);
     assert!(text.contains("stacks: exact"), "{text}");
+    assert!(
+        text.contains("Thread timeline (from context switches): 60 columns"),
+        "{text}"
+    );
     let chain = text
         .lines()
         .find(|l| l.contains("nap (off_cpu.c:") && l.contains(" <- "))

@@ -6,4 +6,5 @@ pub mod events;
 pub mod heap;
 pub mod off_cpu;
 pub mod off_cpu_profile;
+pub mod thread_timeline;
 pub mod wakers;

@@ -79,6 +79,7 @@ pub fn report(
         }),
         off_cpu: None,
         heap: heap.map(|p| heap_json::heap_json(p, top, h.start_clock_ns)),
+        timeline: None,
     }
 }
 
@@ -97,6 +98,9 @@ pub struct ReportJson {
     pub off_cpu: Option<crate::output::off_cpu::OffCpuJson>,
     /// Heap analysis, or null when not recorded.
     pub heap: Option<crate::output::heap_json::HeapJson>,
+    /// Each thread's running and waiting time over the recording, in slices (see
+    /// [`crate::output::timeline`]); null when no thread was seen.
+    pub timeline: Option<crate::output::timeline::TimelineJson>,
 }
 
 /// The `recording` section.

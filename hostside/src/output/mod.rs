@@ -17,4 +17,5 @@ pub mod leak_check;
 pub mod off_cpu;
 pub mod process_table;
 pub mod text;
+pub mod timeline;
 pub mod wakers;

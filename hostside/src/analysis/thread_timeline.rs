@@ -1,0 +1,214 @@
+//! The threads' timeline, as hotspot draws it: for each thread, over [`COLUMNS`] equal slices
+//! of the recording (or of the `--from/--to` window), how long it ran and how long it waited.
+//!
+//! Off-CPU recordings (switch records) give exact times: a thread runs from each switch-in
+//! to the next switch-out and waits (blocked or preempted) in between. Recordings without
+//! them only know where samples fell: each sample counts its period as running time, and the
+//! rest of the thread's life (its creation, or first sample, to its exit, or last sample) as
+//! waiting. One pass over the file's metadata; memory is one event per switch of the
+//! selected threads.
+
+use std::collections::HashMap;
+
+use crossprof_format::Record;
+
+use crate::pipeline::Loaded;
+
+/// Slices of the timeline.
+pub const COLUMNS: usize = 60;
+
+/// One thread's row.
+pub struct Row {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// Nanoseconds running in each slice.
+    pub running: Vec<u64>,
+    /// Nanoseconds alive but not running in each slice.
+    pub waiting: Vec<u64>,
+}
+
+impl Row {
+    /// All running time.
+    pub fn running_ns(&self) -> u64 {
+        self.running.iter().sum()
+    }
+
+    /// All waiting time.
+    pub fn waiting_ns(&self) -> u64 {
+        self.waiting.iter().sum()
+    }
+}
+
+/// The timeline of every selected thread.
+pub struct ThreadTimeline {
+    /// `switches` (exact) or `samples` (running where samples fell).
+    pub source: &'static str,
+    /// Board time of the first slice's start, ns.
+    pub start: u64,
+    /// Length of one slice, ns.
+    pub slice_ns: u64,
+    /// Threads by running time, most first.
+    pub rows: Vec<Row>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Start,
+    In,
+    Out,
+    Sample(u64),
+    End,
+}
+
+/// Adds the time from `a` to `b` to the slices it covers.
+fn spread(slices: &mut [u64], start: u64, slice_ns: u64, a: u64, b: u64) {
+    let end = start + slice_ns * slices.len() as u64;
+    let (mut a, b) = (a.max(start), b.min(end));
+    while a < b {
+        let i = ((a - start) / slice_ns) as usize;
+        let slice_end = (start + (i as u64 + 1) * slice_ns).min(b);
+        if let Some(s) = slices.get_mut(i) {
+            *s += slice_end - a;
+        }
+        a = slice_end;
+    }
+}
+
+/// Builds the timeline of `l`, within its window. None when nothing was recorded.
+pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
+    let header = l.recording.header();
+    let switches = l.has_switches;
+    let mut threads: HashMap<(u32, u32), Vec<(u64, Ev)>> = HashMap::new();
+    let mut first = u64::MAX;
+    let mut last = header.start_clock_ns.saturating_add(l.duration_ns);
+    let w = &l.window;
+    l.recording.for_each_metadata(|r| {
+        let (pid, tid, time, ev) = match r {
+            Record::Switch(s) if switches => {
+                (s.pid, s.tid, s.time, if s.out { Ev::Out } else { Ev::In })
+            }
+            Record::Sample(s) if !switches => (s.pid, s.tid, s.time, Ev::Sample(s.period)),
+            // With switches, samples only say the thread was alive (as off-CPU analysis
+            // counts a thread's wall time from its first record).
+            Record::Sample(s) => (s.pid, s.tid, s.time, Ev::Sample(0)),
+            Record::EventSample(e) if switches => {
+                let s = &e.sample;
+                (s.pid, s.tid, s.time, Ev::Sample(0))
+            }
+            Record::Fork(t) => (t.pid, t.tid, t.time, Ev::Start),
+            Record::Exit(t) => (t.pid, t.tid, t.time, Ev::End),
+            Record::End(e) => {
+                last = last.max(e.time);
+                return;
+            }
+            _ => return,
+        };
+        if time > 0 && w.keeps_task(pid, tid) {
+            first = first.min(time);
+            last = last.max(time);
+            threads.entry((pid, tid)).or_default().push((time, ev));
+        }
+    });
+    let start = first.max(w.lo);
+    let end = last.min(w.hi);
+    if threads.is_empty() || end <= start {
+        return None;
+    }
+    let slice_ns = (end - start).div_ceil(COLUMNS as u64).max(1);
+    let mut rows: Vec<Row> = threads
+        .into_iter()
+        .map(|((pid, tid), mut evs)| {
+            evs.sort_unstable();
+            let mut row = Row {
+                pid,
+                tid,
+                comm: l.processes.name(tid, u64::MAX).to_string(),
+                running: vec![0; COLUMNS],
+                waiting: vec![0; COLUMNS],
+            };
+            let born = evs.first().map_or(start, |e| e.0);
+            let died = evs.iter().find(|e| e.1 == Ev::End).map_or(
+                if switches {
+                    end
+                } else {
+                    evs.last().map_or(end, |e| e.0)
+                },
+                |e| e.0,
+            );
+            let mut alive = vec![0; COLUMNS];
+            spread(&mut alive, start, slice_ns, born, died);
+            if switches {
+                // Running until the first switch says otherwise: a thread first seen
+                // switching in was waiting before.
+                let mut on_since = match evs.iter().find(|e| matches!(e.1, Ev::In | Ev::Out)) {
+                    Some((_, Ev::In)) => None,
+                    _ => Some(born),
+                };
+                for &(t, ev) in &evs {
+                    match ev {
+                        Ev::In if on_since.is_none() => on_since = Some(t),
+                        Ev::Out | Ev::End => {
+                            if let Some(a) = on_since.take() {
+                                spread(&mut row.running, start, slice_ns, a, t.min(died));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if let Some(a) = on_since {
+                    spread(&mut row.running, start, slice_ns, a, died);
+                }
+            } else {
+                for &(t, ev) in &evs {
+                    if let Ev::Sample(period) = ev {
+                        spread(
+                            &mut row.running,
+                            start,
+                            slice_ns,
+                            t,
+                            t.saturating_add(period),
+                        );
+                    }
+                }
+            }
+            for ((run, wait), &alive) in row.running.iter_mut().zip(&mut row.waiting).zip(&alive) {
+                *run = (*run).min(alive);
+                *wait = alive - *run;
+            }
+            row
+        })
+        .filter(|r| r.running_ns() + r.waiting_ns() > 0)
+        .collect();
+    rows.sort_by(|a, b| {
+        b.running_ns()
+            .cmp(&a.running_ns())
+            .then(a.pid.cmp(&b.pid))
+            .then(a.tid.cmp(&b.tid))
+    });
+    Some(ThreadTimeline {
+        source: if switches { "switches" } else { "samples" },
+        start,
+        slice_ns,
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn time_is_spread_over_the_slices_it_covers() {
+        let mut s = vec![0u64; 4];
+        spread(&mut s, 100, 10, 95, 125);
+        assert_eq!(s, vec![10, 10, 5, 0]);
+        spread(&mut s, 100, 10, 138, 1000);
+        assert_eq!(s, vec![10, 10, 5, 2]);
+        spread(&mut s, 100, 10, 50, 60);
+        assert_eq!(s, vec![10, 10, 5, 2]);
+    }
+}
