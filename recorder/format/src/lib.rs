@@ -30,6 +30,7 @@ mod live_map;
 pub mod perf_regs;
 mod reader;
 mod record;
+mod stack_filter;
 mod writer;
 
 pub use arch::Arch;

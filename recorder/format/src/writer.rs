@@ -10,6 +10,7 @@ use std::io;
 use crate::codec::Enc;
 use crate::heap_stream::{HeapEncoder, HeapEvent};
 use crate::record::{tag, End, Header, Record};
+use crate::stack_filter::StackFilter;
 
 /// Where frames go. A file syncs with `fdatasync`; tests may use memory.
 pub trait Sink {
@@ -113,6 +114,8 @@ pub struct FrameWriter<S: Sink> {
     /// any other record, or a flush, writes it first, so file order is event order.
     heap: HeapEncoder,
     compressor: FrameCompressor,
+    /// Drops the stack-copy words no unwinder follows when a frame closes.
+    stacks: Option<StackFilter>,
     /// The compressed frame, reused.
     out: Vec<u8>,
     frames: u64,
@@ -130,6 +133,7 @@ impl<S: Sink> FrameWriter<S> {
             scratch: Vec::with_capacity(256),
             heap: HeapEncoder::default(),
             compressor,
+            stacks: StackFilter::new(header),
             out: Vec::new(),
             frames: 0,
             bytes_written: 0,
@@ -153,6 +157,15 @@ impl<S: Sink> FrameWriter<S> {
         }
         self.write_batch();
         record.encode_with(&mut self.buf, &mut self.scratch);
+        if let Some(filter) = &mut self.stacks {
+            let end = self.buf.len();
+            match record {
+                Record::Mmap(m) => filter.mapping(m),
+                Record::Sample(s) => filter.sample(s, &self.buf, end),
+                Record::EventSample(e) => filter.sample(&e.sample, &self.buf, end),
+                _ => {}
+            }
+        }
         self.check_size()
     }
 
@@ -236,11 +249,15 @@ impl<S: Sink> FrameWriter<S> {
         self.buf.len()
     }
 
-    /// Closes the current frame: compress, write, `fdatasync`. A no-op when nothing is buffered.
+    /// Closes the current frame: filter its stack copies (see `stack_filter`), compress,
+    /// write, `fdatasync`. A no-op when nothing is buffered.
     pub fn flush(&mut self) -> io::Result<()> {
         self.write_batch();
         if self.buf.is_empty() {
             return Ok(());
+        }
+        if let Some(filter) = &mut self.stacks {
+            filter.apply(&mut self.buf);
         }
         if self.sink.takes_records() {
             // Counted as the records' size: the sink compresses them later.

@@ -28,7 +28,9 @@ pub struct Sample {
     pub regs: Vec<u64>,
     /// A copy of the user stack from the sampled stack pointer upward: only the bytes the
     /// kernel reported as in use (`dyn_size`), never the padding. Empty unless
-    /// `--call-graph dwarf`.
+    /// `--call-graph dwarf`. In a file, the words that no unwinder follows (neither zero, nor
+    /// in executable code, nor near the stack) are replaced by constants (see the writer's
+    /// stack filter): the copy is for unwinding, not for reading the program's locals.
     pub stack: Vec<u8>,
     /// The data address the event names: the faulting address of a page-fault event. 0 for
     /// other events (and in files written before it existed).
