@@ -137,6 +137,19 @@ fn lookup_addr(i: usize, addr: u64) -> u64 {
 }
 
 /// The JIT symbol of each address of a user chain at `time` (see [`RawStack::jit`]).
+/// A frame-pointer chain the kernel walked, ended at its first return address of zero. No code
+/// runs at address 0 (the kernel keeps the first page unmapped): a zero return address means
+/// the walk read a zeroed stack slot through a frame pointer that code without frame pointers
+/// left behind, and a frame pointer that points at itself there repeats it up to the kernel's
+/// depth limit (seen: 122 zeros under a C library function). The sampled address itself,
+/// the chain's first entry, is kept even when it is zero: a jump to a null pointer is real.
+fn fp_chain(mut chain: Vec<u64>) -> Vec<u64> {
+    if let Some(end) = chain.iter().skip(1).position(|&a| a == 0) {
+        chain.truncate(end + 1);
+    }
+    chain
+}
+
 fn jit_ids(processes: &Processes, pid: u32, user: &[u64], time: u64) -> Vec<u32> {
     if processes.jit.is_empty() {
         return Vec::new();
@@ -204,7 +217,7 @@ pub fn analyze_weighted(
             let user = if s.regs_mask != 0 || !s.stack.is_empty() {
                 unwinder.user_chain(space, &s)
             } else {
-                s.user_chain
+                fp_chain(s.user_chain)
             };
             let next = raw_counts.len() as u32;
             let jit = jit_ids(processes, space.0, &user, s.time);
@@ -455,5 +468,21 @@ impl CpuProfile {
         v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         v.truncate(limit);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fp_chain;
+
+    #[test]
+    fn a_frame_pointer_chain_ends_at_its_first_zero_return_address() {
+        let mut looped = vec![0x40_1000, 0x7f00_1234];
+        looped.extend([0; 122]);
+        assert_eq!(fp_chain(looped), [0x40_1000, 0x7f00_1234]);
+        assert_eq!(fp_chain(vec![0x40_1000, 0, 0x40_2000]), [0x40_1000]);
+        // A sample taken at address 0 (a call through a null pointer) keeps that frame.
+        assert_eq!(fp_chain(vec![0, 0x40_1000]), [0, 0x40_1000]);
+        assert_eq!(fp_chain(Vec::new()), Vec::<u64>::new());
     }
 }
