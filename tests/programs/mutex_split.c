@@ -1,6 +1,6 @@
-/* Ground truth for lock contention. For ROUNDS rounds, holder() takes the mutex, tells
- * contender() (a semaphore post), keeps the mutex through a 90 ms sleep in hold_lock(), lets
- * it go and rests 30 ms. contender() waits for the signal in wait_turn() (about 30 ms: the
+/* Ground truth for lock contention. For ROUNDS rounds, holder() rests 30 ms, takes the mutex,
+ * tells contender() (a semaphore post), keeps the mutex through a 90 ms sleep in hold_lock()
+ * and lets it go. contender() waits for the signal in wait_turn() (about 30 ms: the
  * holder's rest) and then for the mutex in take_lock() (about 90 ms), so of its off-CPU time
  * 75% is in take_lock (blocked on the mutex) and 25% in wait_turn. The sleeps are long so
  * that wake-up delays on a busy machine (a few ms) barely move the split.
@@ -35,12 +35,14 @@ __attribute__((noinline)) static void rest(void) {
 
 __attribute__((noinline)) static void *holder(void *arg) {
     (void)arg;
+    /* Each round rests first: the first round too, so that contender() is blocked in
+     * wait_turn() before the first post (a post before it waits wakes nobody). */
     for (long i = 0; i < rounds; i++) {
+        rest();
         pthread_mutex_lock(&lock);
         sem_post(&held);
         hold_lock();
         pthread_mutex_unlock(&lock);
-        rest();
     }
     return NULL;
 }
