@@ -40,7 +40,9 @@ __attribute__((noinline)) static void spin_cpu(uint64_t ns) {
     struct timespec ts;
     uint64_t x = 1, used = 0;
     while (used < ns) {
-        for (int i = 0; i < 100; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        /* Long user-mode stretches between clock reads: the clock is a system call, and an
+         * unprivileged recording (exclude_kernel) drops the samples that land in it. */
+        for (int i = 0; i < 100000; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
         used = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     }

@@ -123,6 +123,39 @@ fn faults_as_a_second_event_next_to_cpu_samples() {
     assert!(err.contains("cpu-clock, minor-faults"), "{err}");
 }
 
+/// `rec -p` attaches after the mapping exists: the kernel reports no MMAP record for it, so
+/// only rec's /proc snapshot (data mappings included for fault events) can name it.
+#[test]
+fn attached_faults_fall_in_a_mapping_made_before_the_attach() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let p = build("page_faults.c", "faults_attach", C_FP);
+    let mut app = Command::new(&p.board)
+        .arg("1500")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start page_faults");
+    let mut line = String::new();
+    BufReader::new(app.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("mapping line");
+    let mapping = printed_mapping(line.as_bytes());
+    let out = scratch().join("faults_attach.zst");
+    let rec = Command::new(rec())
+        .args(["-e", "minor-faults", "--call-graph", "fp", "--out"])
+        .arg(&out)
+        .args(["-p", &app.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rec");
+    assert!(app.wait().unwrap().success());
+    let o = rec.wait_with_output().expect("rec ends with its target");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = event_report(&out, &p.sysroot, "minor-faults");
+    assert_16384_faults_in_the_mapping(&r, mapping);
+}
+
 #[test]
 fn hardware_events_need_a_pmu() {
     let has_pmu = Path::new("/sys/bus/event_source/devices/cpu").exists()

@@ -72,6 +72,19 @@ fn parse_map_line(line: &str) -> Option<MapLine> {
     })
 }
 
+/// Whether process `pid` has ended: it is gone, or a zombie its parent has not reaped yet
+/// (its events report nothing more, and waiting for it to disappear would wait on the
+/// parent). Read from /proc/PID/stat, whose state letter follows the command name.
+pub fn has_exited(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('Z' | 'X'))
+}
+
 /// The memory maps of a process.
 pub fn maps(pid: u32) -> io::Result<Vec<MapLine>> {
     Ok(parse_maps(&fs::read_to_string(format!(

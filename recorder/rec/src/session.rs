@@ -69,6 +69,8 @@ struct Output {
     segments: Option<Segments>,
     /// The event indexes of blocking stacks and wakeups: they choose a frame's zstd level.
     off_cpu: Vec<u32>,
+    /// Fault events are recorded: /proc snapshots include the data mappings.
+    data_maps: bool,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -103,7 +105,8 @@ impl Output {
         }
         write_vdso(self);
         for pid in self.procs.as_mut().map(|t| t.live()).unwrap_or_default() {
-            system_wide::snapshot(self, pid);
+            let data = self.data_maps;
+            system_wide::snapshot(self, pid, data);
         }
         self.flush();
         if let Some(w) = &self.writer {
@@ -142,7 +145,8 @@ impl Output {
     /// Handles one sample (`Sample` or `EventSample`).
     fn sample(&mut self, r: &Record) {
         if let Some(pid) = self.procs.as_mut().and_then(|t| t.first_seen(r)) {
-            system_wide::snapshot(self, pid);
+            let data = self.data_maps;
+            system_wide::snapshot(self, pid, data);
         }
         let s = match r {
             Record::Sample(s) => {
@@ -171,7 +175,8 @@ impl Output {
             return self.sample(&r);
         }
         if let Some(pid) = self.procs.as_mut().and_then(|t| t.first_seen(&r)) {
-            system_wide::snapshot(self, pid);
+            let data = self.data_maps;
+            system_wide::snapshot(self, pid, data);
         }
         if let Record::Lost(ref l) = r {
             self.lost += l.count;
@@ -386,6 +391,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
     let writer = disk
         .and_then(|disk| FrameWriter::new(disk, &header))
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
+    let data_maps = request.cpu && request.events.iter().any(|k| k.is_fault());
     let mut out = Output {
         writer: Some(writer),
         path: opts.out.display().to_string(),
@@ -400,11 +406,12 @@ fn start(opts: &Options) -> Result<Live, RecError> {
             .max_size
             .map(|max| Segments::new(&opts.out, max, header.clone())),
         off_cpu: events.off_cpu_events(),
+        data_maps,
     };
     write_vdso(&mut out);
     match (&opts.target, child.as_mut()) {
         (Target::Attach(pid), _) => {
-            system_wide::snapshot(&mut out, *pid);
+            system_wide::snapshot(&mut out, *pid, data_maps);
             signals::install(None);
             let failed = events
                 .fds
@@ -432,7 +439,7 @@ fn start(opts: &Options) -> Result<Live, RecError> {
         (Target::System, _) => {
             signals::install(None);
             let mut t = out.procs.take().unwrap_or_default();
-            system_wide::snapshot_all(&mut out, &mut t);
+            system_wide::snapshot_all(&mut out, &mut t, data_maps);
             out.procs = Some(t);
         }
         (Target::Launch(_), None) => unreachable!("a launch always has a child"),
@@ -515,9 +522,7 @@ fn record(opts: &Options, live: &mut Live) -> i32 {
                     }
                     continue;
                 };
-                // SAFETY: signal 0 only checks that the process exists.
-                let gone = unsafe { libc::kill(pid as i32, 0) } != 0
-                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+                let gone = procfs::has_exited(pid);
                 if stop || gone {
                     return 0;
                 }

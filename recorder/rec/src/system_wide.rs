@@ -121,18 +121,19 @@ pub fn all_processes() -> Vec<u32> {
 }
 
 /// Writes the state of every process on the board and remembers them in `tracker`.
-pub fn snapshot_all(out: &mut dyn Emit, tracker: &mut Tracker) {
+pub fn snapshot_all(out: &mut dyn Emit, tracker: &mut Tracker, data: bool) {
     for pid in all_processes() {
         if tracker.insert(pid) {
-            snapshot(out, pid);
+            snapshot(out, pid, data);
         }
     }
 }
 
 /// Writes the current threads (names) and executable mappings of process `pid`, as the kernel
-/// would have reported them had the recording seen it start. A process that is gone writes
-/// nothing.
-pub fn snapshot(out: &mut dyn Emit, pid: u32) {
+/// would have reported them had the recording seen it start; with `data` (fault events, whose
+/// addresses are told apart by the mapping they fall in) its data mappings too: the heap, the
+/// stacks, anonymous memory and mapped files. A process that is gone writes nothing.
+pub fn snapshot(out: &mut dyn Emit, pid: u32, data: bool) {
     let now = monotonic_ns();
     for tid in procfs::threads(pid).unwrap_or_default() {
         out.record(Record::Comm(Comm {
@@ -145,10 +146,16 @@ pub fn snapshot(out: &mut dyn Emit, pid: u32) {
     }
     for m in procfs::maps(pid).unwrap_or_default() {
         let exec = m.prot & libc::PROT_EXEC as u32 != 0;
-        if !exec || m.path.is_empty() {
-            continue;
+        // Inaccessible guard pages (prot 0) are left out: a reader takes a mapping without
+        // protection bits (written before they were recorded) for code.
+        let wanted = if exec {
+            !m.path.is_empty()
+        } else {
+            data && m.prot != 0
+        };
+        if wanted {
+            out.record(Record::Mmap(m.into_mmap(pid, now)));
         }
-        out.record(Record::Mmap(m.into_mmap(pid, now)));
     }
 }
 
