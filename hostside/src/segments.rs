@@ -6,36 +6,17 @@
 use std::path::{Path, PathBuf};
 
 /// The segment files of the recording at `path` that exist, in segment order: `path` itself
-/// (segment 0) when present, then `path.N` by N. Empty when there is none.
+/// (segment 0) when present, then `path.N` by N (named as `rec` names them, see
+/// [`crossprof_format::numbered_segments`]). Empty when there is none.
 pub fn discover(path: &Path) -> Vec<PathBuf> {
-    let mut numbered: Vec<(u64, PathBuf)> = Vec::new();
-    if let (Some(name), Some(dir)) = (path.file_name(), path.parent()) {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        let prefix = format!("{}.", name.to_string_lossy());
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let n = e.file_name();
-            let Some(k) = n.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
-                continue;
-            };
-            if k.is_empty() || !k.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            if let Ok(k) = k.parse::<u64>() {
-                if k > 0 && e.file_type().is_ok_and(|t| t.is_file()) {
-                    numbered.push((k, path.with_file_name(n)));
-                }
-            }
-        }
-    }
-    numbered.sort();
     let first = path.exists().then(|| path.to_path_buf());
     first
         .into_iter()
-        .chain(numbered.into_iter().map(|(_, p)| p))
+        .chain(
+            crossprof_format::numbered_segments(path)
+                .into_iter()
+                .map(|(_, p)| p),
+        )
         .collect()
 }
 

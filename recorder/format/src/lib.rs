@@ -30,6 +30,7 @@ mod live_map;
 pub mod perf_regs;
 mod reader;
 mod record;
+mod segment_names;
 mod stack_filter;
 mod writer;
 
@@ -38,6 +39,7 @@ pub use heap_stream::{HeapEvent, UNKNOWN_BLOCK};
 pub use perf_regs::PerfRegs;
 pub use reader::{Damage, OpenError, Reader, Summary};
 pub use record::*;
+pub use segment_names::{numbered_segments, segment_path};
 pub use writer::{
     FrameCompressor, FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT, ZSTD_LEVEL,
 };

@@ -21,7 +21,7 @@ use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crossprof_format::{FrameWriter, Header};
+use crossprof_format::{segment_path, FrameWriter, Header};
 
 use crate::disk::Disk;
 
@@ -60,37 +60,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// The path of segment `index` of the recording at `base`.
-pub fn path_of(base: &Path, index: u32) -> PathBuf {
-    if index == 0 {
-        return base.to_path_buf();
-    }
-    let mut p = base.as_os_str().to_os_string();
-    p.push(format!(".{index}"));
-    PathBuf::from(p)
-}
-
 /// Creates (truncating) the recording's first file, after removing segment files a previous
-/// recording at the same path left (`FILE.1`, `FILE.2`, ...), so that they are never read as
-/// part of this one.
+/// recording at the same path left (`FILE.1`, `FILE.2`, ...: exactly the files `hostside`
+/// would read with it, see [`crossprof_format::numbered_segments`]), so that they are never
+/// read as part of this one.
 pub fn create_first(base: &Path) -> io::Result<File> {
-    if let (Some(dir), Some(name)) = (base.parent(), base.file_name()) {
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        let prefix = format!("{}.", name.to_string_lossy());
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            let is_segment = n
-                .strip_prefix(&prefix)
-                .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
-            if is_segment {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
+    for (_, stale) in crossprof_format::numbered_segments(base) {
+        let _ = std::fs::remove_file(stale);
     }
     create(base)
 }
@@ -181,9 +157,9 @@ impl Segments {
         let size = w.bytes_written();
         drop(w);
         self.closed
-            .push_back((path_of(&self.base, self.index), size));
+            .push_back((segment_path(&self.base, self.index), size));
         self.index += 1;
-        let path = path_of(&self.base, self.index);
+        let path = segment_path(&self.base, self.index);
         let header = Header {
             segment: self.index,
             segment_start_ns: now,
@@ -271,26 +247,23 @@ mod tests {
     }
 
     #[test]
-    fn segment_names() {
-        assert_eq!(path_of(Path::new("/d/t.zst"), 0), PathBuf::from("/d/t.zst"));
-        assert_eq!(path_of(Path::new("t.zst"), 12), PathBuf::from("t.zst.12"));
-    }
-
-    #[test]
     fn rotation_keeps_the_newest_segments_within_the_limit() {
         let dir = std::env::temp_dir().join(format!("rec-seg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let base = dir.join("t.zst");
-        // A stale segment of an earlier recording is removed; other files are not.
-        std::fs::write(path_of(&base, 7), b"old").unwrap();
-        std::fs::write(dir.join("t.zst.keep"), b"x").unwrap();
+        // A stale segment of an earlier recording is removed; other files, those hostside
+        // would not read with it, are not.
+        std::fs::write(segment_path(&base, 7), b"old").unwrap();
+        for other in ["t.zst.keep", "t.zst.07"] {
+            std::fs::write(dir.join(other), b"x").unwrap();
+        }
         let header = Header {
             format_version: crossprof_format::FORMAT_VERSION,
             ..Default::default()
         };
         let mut w = FrameWriter::new(Disk::Inline(create_first(&base).unwrap()), &header).unwrap();
-        assert!(!path_of(&base, 7).exists());
-        assert!(dir.join("t.zst.keep").exists());
+        assert!(!segment_path(&base, 7).exists());
+        assert!(dir.join("t.zst.keep").exists() && dir.join("t.zst.07").exists());
         let mut s = Segments::new(&base, 256 << 10, header);
         assert_eq!(s.segment_limit, 56 << 10);
         assert!(!s.due(&mut w).unwrap());
@@ -303,15 +276,17 @@ mod tests {
             s.retire(&w);
         }
         // Tiny segments: all fit, nothing deleted yet.
-        assert!(base.exists() && path_of(&base, 10).exists());
+        assert!(base.exists() && segment_path(&base, 10).exists());
         // Segments a frame past their size: the newest three closed ones stay.
         for (_, n) in s.closed.iter_mut() {
             *n = 60 << 10;
         }
         s.retire(&w);
-        let left: Vec<u32> = (0..=10).filter(|&i| path_of(&base, i).exists()).collect();
+        let left: Vec<u32> = (0..=10)
+            .filter(|&i| segment_path(&base, i).exists())
+            .collect();
         assert_eq!(left, vec![7, 8, 9, 10]);
-        let bytes = std::fs::read(path_of(&base, 10)).unwrap();
+        let bytes = std::fs::read(segment_path(&base, 10)).unwrap();
         let r = crossprof_format::Reader::new(&bytes).unwrap();
         assert_eq!((r.header().segment, r.header().segment_start_ns), (10, 10));
         drop(w);
