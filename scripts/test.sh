@@ -14,6 +14,8 @@ targets/dist.sh
 tests/browser/setup.sh >/dev/null
 export CROSSPROF_DIST="$PWD/dist"
 cargo fmt --all -- --check
+# No Rust source file over 600 lines.
+scripts/file_sizes.sh
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace --profile host
 # The fuzz crate (outside the workspace): formatted, linted, built, and each target run for a
