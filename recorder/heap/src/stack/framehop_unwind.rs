@@ -15,9 +15,15 @@ use framehop::aarch64::{CacheAarch64 as Cache, UnwindRegsAarch64, UnwinderAarch6
 #[cfg(target_arch = "x86_64")]
 use framehop::x86_64::{CacheX86_64 as Cache, UnwindRegsX86_64, UnwinderX86_64 as Unw};
 
-use super::memo::readable;
 use super::modules;
 use super::Tap;
+
+/// Whether the unwinder's read of `addr` succeeds for a thread at `sp` with stack `bounds`:
+/// an aligned word inside `[max(sp, stack bottom), stack top)`.
+fn readable(addr: u64, sp: u64, bounds: (usize, usize)) -> bool {
+    let (lo, hi) = (sp.max(bounds.0 as u64), bounds.1 as u64);
+    addr >= lo && addr.checked_add(8).is_some_and(|e| e <= hi) && addr & 7 == 0
+}
 
 /// Bytes of a loaded module, in place (the module stays mapped while it is in the list; a
 /// module unloaded by `dlclose` is dropped at the next rescan).

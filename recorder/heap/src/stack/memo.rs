@@ -167,13 +167,6 @@ fn set_of(k: &Key) -> usize {
     (h >> 40) as usize & (SETS - 1)
 }
 
-/// Whether the unwinder's read of `addr` succeeds for a thread at `sp` with stack `bounds`
-/// (the test of the unwinder's read function).
-pub fn readable(addr: u64, sp: u64, bounds: (usize, usize)) -> bool {
-    let (lo, hi) = (sp.max(bounds.0 as u64), bounds.1 as u64);
-    addr >= lo && addr.checked_add(8).is_some_and(|e| e <= hi) && addr & 7 == 0
-}
-
 impl Entry {
     fn matches(&self, key: &Key, generation: u64, bounds: (usize, usize)) -> bool {
         self.generation == generation
