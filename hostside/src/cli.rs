@@ -22,6 +22,7 @@ Examples:
   hostside html --sysroot ./sysroot before.zst after.zst -o diff.html
   hostside annotate --sysroot ./sysroot t.zst hot_loop --source-dir ~/src/app
   hostside diff before.zst after.zst --sysroot ./sysroot
+  hostside diff --from 2 --to 5 before.zst after.zst   # the steady phase of both runs
   hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
 
 Exit status: 0 on success, 1 when `report --fail-on-leak` found more leaked bytes than allowed,
@@ -199,8 +200,9 @@ pub enum Command {
         /// The recording (with NEW: the baseline).
         file: PathBuf,
         /// A second recording: write a page comparing FILE (old) with it (new), with the
-        /// numbers of `hostside diff FILE NEW --json`: per function before, after and the
-        /// change, a differential flame graph, and the heap sites' changes.
+        /// numbers of `hostside diff FILE NEW --json` (the filter applies to both, as there):
+        /// per function before, after and the change, a differential flame graph, and the
+        /// heap sites' changes.
         #[arg(value_name = "NEW")]
         new: Option<PathBuf>,
         /// Where debug info comes from.
@@ -228,6 +230,11 @@ pub enum Command {
         source_dirs: Vec<PathBuf>,
     },
     /// Compare two recordings per function.
+    ///
+    /// `--from/--to/--pid/--tid` apply to both recordings alike, so that like windows are
+    /// compared: `--from 2 --to 5` compares the steady phase of two runs (seconds after each
+    /// recording's own start), leaving out their start-up. `--pid`/`--tid` must name a task
+    /// both recordings saw (e.g. one long-running daemon recorded twice with `rec -a`).
     Diff {
         /// The baseline recording.
         old: PathBuf,
@@ -236,6 +243,9 @@ pub enum Command {
         /// Where debug info comes from.
         #[command(flatten)]
         symbols: SymbolArgs,
+        /// The time window, process and thread to compare, the same on both recordings.
+        #[command(flatten)]
+        filter: FilterArgs,
         /// How many functions to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         top: usize,

@@ -239,12 +239,11 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             old,
             new,
             symbols,
+            filter,
             top,
             json,
         } => {
-            let lookup = symbols.lookup();
-            let a = load_checked(&old, &lookup)?;
-            let b = load_checked(&new, &lookup)?;
+            let (a, b) = load_pair(&old, &new, &symbols.lookup(), &filter.filter())?;
             let rows = diff(&a.cpu, &b.cpu);
             let with_heap = a.has_heap || b.has_heap;
             let with_cpu = !with_heap || a.cpu.samples > 0 || b.cpu.samples > 0;
@@ -255,10 +254,12 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let old_side = Side {
                 file: &old,
                 samples: a.cpu.samples,
+                window: &a.window,
             };
             let new_side = Side {
                 file: &new,
                 samples: b.cpu.samples,
+                window: &b.window,
             };
             let mut out = io::stdout().lock();
             if json {
@@ -275,6 +276,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     writeln!(out)?;
                 }
                 writeln!(out, "{} -> {}", old.display(), new.display())?;
+                if let (false, Some(w)) = (with_cpu, a.window.describe()) {
+                    writeln!(out, "selected in both: {w}")?;
+                }
                 heap_text::heap_diff(&mut out, h, top)?;
             }
             Ok(Outcome::Success)
@@ -282,8 +286,19 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     }
 }
 
-/// `hostside html OLD NEW`: both recordings analysed as `hostside diff` does (the same time
-/// window on both; a process or thread belongs to one recording, so those are refused).
+/// The two recordings of a comparison (`diff`, `html OLD NEW`), each analysed under the same
+/// filter: times count from each recording's own start, and a `--pid`/`--tid` that one of
+/// them never saw is an error naming that recording.
+fn load_pair(
+    old: &Path,
+    new: &Path,
+    lookup: &crossprof_symbols::Lookup,
+    filter: &Filter,
+) -> Result<(Loaded, Loaded)> {
+    Ok((load(old, lookup, filter)?, load(new, lookup, filter)?))
+}
+
+/// `hostside html OLD NEW`: both recordings analysed as `hostside diff` does.
 fn html_diff(
     old: &Path,
     new: &Path,
@@ -291,11 +306,7 @@ fn html_diff(
     filter: &Filter,
     output: &Path,
 ) -> Result<Outcome> {
-    if filter.pid.is_some() || filter.tid.is_some() {
-        bail!("--pid and --tid select one recording's tasks; a comparison takes --from/--to only");
-    }
-    let a = load(old, lookup, filter)?;
-    let b = load(new, lookup, filter)?;
+    let (a, b) = load_pair(old, new, lookup, filter)?;
     let rows = diff(&a.cpu, &b.cpu);
     let (ha, hb) = if a.has_heap || b.has_heap {
         let opts = HeapOptions::default();

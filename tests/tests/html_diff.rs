@@ -131,7 +131,8 @@ fn cpu_comparison_matches_diff_json() {
     // Sorting by the change of total share puts the grown function first.
     assert_eq!(r["by_delta_total"][0], "hot_b", "{r:#}");
 
-    // A process or thread belongs to one recording: refused with a reason.
+    // --pid applies to both recordings, as in `diff`: one neither recording saw is refused
+    // with a reason.
     let o = std::process::Command::new(hostside())
         .args([
             "html",
@@ -145,7 +146,8 @@ fn cpu_comparison_matches_diff_json() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--from/--to only"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("recorded no process 1;"), "{err}");
 }
 
 #[test]

@@ -6,13 +6,17 @@ use std::path::Path;
 
 use crate::analysis::diff::DiffRow;
 use crate::analysis::heap::diff::HeapDiff;
+use crate::filter::Window;
+use crate::output::json::FilterJson;
 
-/// One side of a diff: the file and its CPU sample count.
+/// One side of a diff: the file, its CPU sample count and the part of it compared.
 pub struct Side<'a> {
     /// The recording.
     pub file: &'a Path,
-    /// Its CPU samples.
+    /// Its CPU samples (inside the window).
     pub samples: u64,
+    /// The time window, process and thread compared (`--from/--to/--pid/--tid`).
+    pub window: &'a Window,
 }
 
 /// The `diff --json` document: both sides, the `top` functions by change and the heap diff.
@@ -29,10 +33,20 @@ pub fn json(
         h
     });
     serde_json::json!({
-        "old": {"file": old.file.display().to_string(), "samples": old.samples},
-        "new": {"file": new.file.display().to_string(), "samples": new.samples},
+        "old": side(old),
+        "new": side(new),
         "functions": rows.iter().take(top).collect::<Vec<_>>(),
         "heap": heap,
+    })
+}
+
+/// A side's object: `file`, `samples` and `filter` (as `report --json` has it under
+/// `recording.filter`, null without a filter).
+fn side(s: &Side<'_>) -> serde_json::Value {
+    serde_json::json!({
+        "file": s.file.display().to_string(),
+        "samples": s.samples,
+        "filter": FilterJson::of(s.window),
     })
 }
 
@@ -52,6 +66,9 @@ pub fn cpu_text(
         new.file.display(),
         new.samples
     )?;
+    if let Some(w) = old.window.describe() {
+        writeln!(out, "selected in both: {w}")?;
+    }
     writeln!(out, "{:>8} {:>8} {:>8}  function", "old%", "new%", "delta")?;
     for r in rows.iter().take(top) {
         writeln!(
