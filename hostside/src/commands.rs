@@ -212,8 +212,19 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let l = load(&file, &symbols.lookup(), &filter)?;
             let heap = l.has_heap.then(|| l.heap(HeapOptions::default()));
             let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l));
+            let ctx = l.context(heap.as_ref());
+            let timeline = l
+                .has_switches
+                .then(|| thread_timeline::build_on(&l, Some(o::html::grid(&ctx))))
+                .flatten();
+            let profiles = o::html::Profiles {
+                cpu: &l.cpu,
+                heap: heap.as_ref(),
+                off_cpu: waits.as_ref(),
+                threads: timeline.as_ref(),
+            };
             let mut out = create(&output)?;
-            o::html::write(&l, heap.as_ref(), waits.as_ref(), &mut out)?;
+            o::html::write(&ctx, &profiles, &mut out)?;
             Ok(Outcome::Success)
         }
         Command::Annotate {

@@ -1,12 +1,11 @@
-// Loads a `hostside html` report in headless Chromium through the DevTools protocol
-// (puppeteer-core), reads the rendered DOM and drives the interactions the issue names:
-// select a function (its callers and callees appear), then drag a time range on the timeline
-// (every table is re-filtered). Prints one JSON object with what the page showed at each step.
+// Loads a `hostside html` report in headless Chromium (see browser.js), reads the rendered DOM
+// and drives the interactions the issue names: select a function (its callers and callees
+// appear), then drag a time range on the timeline (every view is re-filtered). Prints one JSON
+// object with what the page showed at each step.
 // Usage: node report.js NPM_DIR REPORT.html [SCREENSHOT.png]
 'use strict';
 const [npmDir, reportPath, screenshot] = process.argv.slice(2);
-const path = require('path');
-const puppeteer = require(path.join(npmDir, 'node_modules/puppeteer-core'));
+const {check} = require('./browser.js');
 
 const readTable = (page, sel) => page.evaluate(s => {
   const t = document.querySelector(s + ' table');
@@ -19,59 +18,48 @@ const readTable = (page, sel) => page.evaluate(s => {
   });
 }, sel);
 
-(async () => {
-  const out = {errors: [], requests: []};
-  const browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox'],
-  });
-  try {
-    const page = await browser.newPage();
-    await page.setViewport({width: 1400, height: 1000});
-    page.on('pageerror', e => out.errors.push(String(e)));
-    // A self-contained report asks for nothing but itself.
-    page.on('request', r => { if (!r.url().startsWith('file:')) out.requests.push(r.url()); });
-    await page.goto('file://' + path.resolve(reportPath), {waitUntil: 'load', timeout: 30000});
-    await page.waitForFunction(() => document.body.dataset.rendered, {timeout: 30000});
-    out.first_render_ms = await page.evaluate(() =>
-      Number(document.body.dataset.rendered) - performance.timeOrigin);
-    out.title = await page.title();
-    out.start_ns = await page.evaluate(() => window.crossprof.data.start_ns);
-    out.summary = await page.$eval('#summary', e => e.textContent);
-    out.warnings = await page.$$eval('#warnings .warn', es => es.map(e => e.dataset.kind));
-    out.functions = await readTable(page, '#functions');
-    out.heap_totals = await page.$eval('#heap-totals', e => e.textContent).catch(() => null);
-    out.heap_sites = await readTable(page, '#heap-sites');
-    out.offcpu_functions = await readTable(page, '#offcpu-functions');
-    out.flame_names = await page.$$eval('#flame .flame div', es => [...new Set(es.map(e => e.dataset.name))]);
-    out.top_down = await page.$eval('#top-down', e => e.innerText).catch(() => '');
+// Each timeline row with context switches: thread id, ns running and waiting in the selection.
+const readActivity = page => page.$$eval('#timeline .trow', es => es.filter(e => e.dataset.runningNs !== undefined)
+  .map(e => ({tid: Number(e.dataset.tid), running: Number(e.dataset.runningNs), waiting: Number(e.dataset.waitingNs)})));
 
-    if (out.functions.length) {
-      // Select the hottest function by clicking its row.
-      await page.click('#functions tr:nth-child(2)');
-      await page.waitForSelector('#callers');
-      out.selected = out.functions[0].name;
-      out.callers = await page.evaluate(() => {
-        const t = document.querySelector('#callers table');
-        return [...t.querySelectorAll('tr')].slice(1).map(tr => [...tr.children].map(td => td.textContent));
-      });
-      // Drag on the first thread's timeline from 20% to 60% of its width.
-      const box = await (await page.$('#timeline canvas')).boundingBox();
-      const y = box.y + box.height / 2;
-      await page.mouse.move(box.x + box.width * 0.2, y);
-      await page.mouse.down();
-      await page.mouse.move(box.x + box.width * 0.6, y, {steps: 5});
-      await page.mouse.up();
-      await page.waitForFunction(() => document.querySelector('#selection').dataset.fromNs !== '');
-      out.range_ns = await page.$eval('#selection', e => [Number(e.dataset.fromNs), Number(e.dataset.toNs)]);
-      out.functions_in_range = await readTable(page, '#functions');
-    }
-    if (screenshot) await page.screenshot({path: screenshot, fullPage: false});
-  } catch (e) {
-    out.errors.push(String(e));
-  } finally {
-    await browser.close();
+check(npmDir, reportPath, async (page, out) => {
+  out.first_render_ms = await page.evaluate(() =>
+    Number(document.body.dataset.rendered) - performance.timeOrigin);
+  out.title = await page.title();
+  out.start_ns = await page.evaluate(() => window.crossprof.data.start_ns);
+  out.summary = await page.$eval('#summary', e => e.textContent);
+  out.warnings = await page.$$eval('#warnings .warn', es => es.map(e => e.dataset.kind));
+  out.functions = await readTable(page, '#functions');
+  out.heap_totals = await page.$eval('#heap-totals', e => e.textContent).catch(() => null);
+  out.heap_sites = await readTable(page, '#heap-sites');
+  out.offcpu_functions = await readTable(page, '#offcpu-functions');
+  out.activity = await readActivity(page);
+  out.flame_names = await page.$$eval('#flame .flame div', es => [...new Set(es.map(e => e.dataset.name))]);
+  out.top_down = await page.$eval('#top-down', e => e.innerText).catch(() => '');
+
+  if (out.functions.length) {
+    // Select the hottest function by clicking its row.
+    await page.click('#functions tr:nth-child(2)');
+    await page.waitForSelector('#callers');
+    out.selected = out.functions[0].name;
+    out.callers = await page.evaluate(() => {
+      const t = document.querySelector('#callers table');
+      return [...t.querySelectorAll('tr')].slice(1).map(tr => [...tr.children].map(td => td.textContent));
+    });
   }
-  console.log(JSON.stringify(out));
-})();
+  if (await page.$('#timeline canvas')) {
+    // Drag on the first thread's timeline from 20% to 60% of its width.
+    const box = await (await page.$('#timeline canvas')).boundingBox();
+    const y = box.y + box.height / 2;
+    await page.mouse.move(box.x + box.width * 0.2, y);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.6, y, {steps: 5});
+    await page.mouse.up();
+    await page.waitForFunction(() => document.querySelector('#selection').dataset.fromNs !== '');
+    out.range_ns = await page.$eval('#selection', e => [Number(e.dataset.fromNs), Number(e.dataset.toNs)]);
+    out.functions_in_range = await readTable(page, '#functions');
+    out.offcpu_functions_in_range = await readTable(page, '#offcpu-functions');
+    out.activity_in_range = await readActivity(page);
+  }
+  if (screenshot) await page.screenshot({path: screenshot, fullPage: false});
+});

@@ -2,13 +2,13 @@
 // npm package ships (dist/release/file-format-schema.json), then opens it in headless Chromium
 // from the package's own static build (served over HTTP: the app fetches the file, and
 // Chromium's fetch() cannot read file: URLs) and reads the sandwich view, the DOM table of
-// every function with its total and self weight.
+// every function with its total and self weight. Chromium starts as browser.js starts it.
 // Usage: node speedscope.js NPM_DIR PROFILE.json   Prints one JSON object.
 'use strict';
 const [npmDir, profilePath] = process.argv.slice(2);
 const fs = require('fs'), http = require('http'), path = require('path');
 const Ajv = require(path.join(npmDir, 'node_modules/ajv'));
-const puppeteer = require(path.join(npmDir, 'node_modules/puppeteer-core'));
+const {launch} = require('./browser.js');
 const release = path.join(npmDir, 'node_modules/speedscope/dist/release');
 
 const schema = JSON.parse(fs.readFileSync(path.join(release, 'file-format-schema.json'), 'utf8'));
@@ -28,11 +28,7 @@ const server = http.createServer((req, res) => {
 
 server.listen(0, '127.0.0.1', async () => {
   const base = `http://127.0.0.1:${server.address().port}`;
-  const browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox'],
-  });
+  const browser = await launch(npmDir);
   try {
     const page = await browser.newPage();
     page.on('pageerror', e => result.pageErrors.push(String(e)));

@@ -4,7 +4,9 @@
 //! the call's line; dragging a time range on the timeline re-filters the tables to exactly
 //! the samples of that range (counted independently from the Firefox export's sample times),
 //! the same functions and counts as `hostside report --from/--to` of that range gives, and
-//! as `hostside html --from/--to` shows.
+//! as `hostside html --from/--to` shows. For an off-CPU recording, the timeline shows each
+//! thread's running and waiting time and the off-CPU table the waits, both cut to the dragged
+//! range to the nanosecond as `hostside report --off-cpu --from/--to` cuts them.
 
 use std::path::{Path, PathBuf};
 
@@ -311,8 +313,49 @@ fn annotate_shows_the_hot_line_with_its_samples() {
     assert_eq!(best.1, hot, "{text}");
 }
 
+/// `hostside report --off-cpu --json` of `recording`, with `extra` arguments.
+fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+    let args = [
+        "report",
+        "--off-cpu",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ];
+    serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).unwrap()
+}
+
+/// The page's off-CPU table lists exactly the report's functions with their nanoseconds, and
+/// its timeline each thread's running and waiting nanoseconds as the report's timeline has
+/// them.
+fn assert_same_waits(rows: &Value, activity: &Value, report: &Value) {
+    let rows = rows.as_array().unwrap();
+    let funcs = report["off_cpu"]["functions"].as_array().unwrap();
+    assert_eq!(rows.len(), funcs.len(), "page {rows:#?} report {funcs:#?}");
+    for f in funcs {
+        let name = f["function"].as_str().unwrap();
+        let r = rows.iter().find(|r| r["name"] == name).unwrap();
+        assert_eq!(num(&r["self"]), f["self_ns"].as_u64().unwrap(), "{name}");
+        assert_eq!(num(&r["total"]), f["total_ns"].as_u64().unwrap(), "{name}");
+    }
+    let threads = report["timeline"]["threads"].as_array().unwrap();
+    let activity = activity.as_array().unwrap();
+    assert_eq!(activity.len(), threads.len(), "{activity:?} {threads:#?}");
+    for t in threads {
+        let a = activity
+            .iter()
+            .find(|a| a["tid"] == t["tid"])
+            .unwrap_or_else(|| panic!("thread {} not on the page's timeline", t["tid"]));
+        assert_eq!(a["running"], t["running_ns"], "{a} {t}");
+        assert_eq!(a["waiting"], t["waiting_ns"], "{a} {t}");
+    }
+}
+
 #[test]
-fn off_cpu_report_shows_where_threads_waited() {
+fn off_cpu_report_shows_where_and_when_threads_waited() {
     // mutex_split.c: the contender waits 3x longer for the lock (take_lock) than it sleeps
     // between turns (wait_turn); see tests/tests/off_cpu.rs.
     let p = build("mutex_split.c", "html_offcpu", &["-O2"]);
@@ -323,33 +366,13 @@ fn off_cpu_report_shows_where_threads_waited() {
         &["--off-cpu"],
         &[p.board.to_str().unwrap(), "20"],
     );
-    let report: Value = serde_json::from_str(&hostside_ok(&[
-        "report",
-        "--off-cpu",
-        "--json",
-        "--top",
-        "1000",
-        "--sysroot",
-        p.sysroot.to_str().unwrap(),
-        recording.to_str().unwrap(),
-    ]))
-    .unwrap();
+    let report = off_cpu_report(&recording, &p.sysroot, &[]);
     let page = html(&recording, &p.sysroot, "html_offcpu");
     let r = report_check(&page, None);
     assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
+    // The whole recording: the report's waits, and its timeline from the same switches.
+    assert_same_waits(&r["offcpu_functions"], &r["activity"], &report);
     let rows = &r["offcpu_functions"];
-    let total_ns = |name: &str| -> u64 {
-        report["off_cpu"]["functions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["function"] == name)
-            .and_then(|f| f["total_ns"].as_u64())
-            .unwrap_or_else(|| panic!("{name} not in the off-CPU report"))
-    };
-    for name in ["take_lock", "wait_turn"] {
-        assert_eq!(num(&row(rows, name)["total"]), total_ns(name), "{name}");
-    }
     let s = share(
         num(&row(rows, "take_lock")["total"]),
         num(&row(rows, "wait_turn")["total"]),
@@ -358,4 +381,45 @@ fn off_cpu_report_shows_where_threads_waited() {
         (70.0..=80.0).contains(&s),
         "take_lock's share on the page is {s:.1}%"
     );
+    // Three threads (main, holder, contender), each of which waited.
+    let activity = r["activity"].as_array().unwrap();
+    assert_eq!(activity.len(), 3, "{activity:?}");
+    assert!(activity.iter().all(|a| a["waiting"].as_u64().unwrap() > 0));
+
+    // The dragged range: every off-CPU number is the waits clipped to it, as
+    // `hostside report --off-cpu --from/--to` of that range (seconds from the recording's
+    // start, end exclusive) computes them.
+    let start = r["start_ns"].as_u64().unwrap();
+    let (from, to) = (
+        r["range_ns"][0].as_u64().unwrap() - start,
+        r["range_ns"][1].as_u64().unwrap() - start,
+    );
+    let secs = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let windowed = off_cpu_report(
+        &recording,
+        &p.sysroot,
+        &["--from", &secs(from), "--to", &secs(to)],
+    );
+    assert_same_waits(
+        &r["offcpu_functions_in_range"],
+        &r["activity_in_range"],
+        &windowed,
+    );
+    // The selection narrowed the waits: 40% of the recording, every thread alive in it for
+    // exactly its length (all three live from start to end).
+    let ranged = &r["offcpu_functions_in_range"];
+    let (a, b) = (
+        num(&row(ranged, "take_lock")["total"]),
+        num(&row(ranged, "wait_turn")["total"]),
+    );
+    assert!(a < num(&row(rows, "take_lock")["total"]), "{ranged:#}");
+    assert!(b < num(&row(rows, "wait_turn")["total"]), "{ranged:#}");
+    let contender = r["activity_in_range"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["running"].as_u64().unwrap() + t["waiting"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(contender, to - from, "{:#}", r["activity_in_range"]);
 }

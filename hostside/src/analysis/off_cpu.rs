@@ -114,6 +114,10 @@ pub struct Assignment {
     /// Blocked time with no wakeup recorded (woken from outside the recorded processes, or
     /// from an interrupt while none of them ran; or the wakeup was lost).
     pub unwoken_ns: u64,
+    /// Every wait, cut to the window: its stack, start and end (board clock, ns, end
+    /// exclusive), in no particular order. What time-sliced views (the HTML report's
+    /// timeline selection) add up; 32 bytes per wait.
+    pub waits: Vec<(Blocked, u64, u64)>,
 }
 
 /// Collects events per thread; [`Timeline::assign`] turns them into waits.
@@ -197,10 +201,10 @@ impl Timeline {
                             charge(
                                 &mut a,
                                 &mut times,
-                                (pid, tid),
-                                window.overlap(out, time),
+                                (pid, tid, provider),
+                                window,
+                                (out, time),
                                 preempt,
-                                provider,
                             );
                             let ns = window.overlap(out, time);
                             if !preempt && any_wakeups && ns > 0 {
@@ -228,10 +232,10 @@ impl Timeline {
                     charge(
                         &mut a,
                         &mut times,
-                        (pid, tid),
-                        window.overlap(out, stop),
+                        (pid, tid, provider),
+                        window,
+                        (out, stop),
                         preempt,
-                        provider,
                     );
                 }
             }
@@ -244,18 +248,25 @@ impl Timeline {
     }
 }
 
+/// Charges the wait from `out` to `back`, cut to `window`, to its stack.
 fn charge(
     a: &mut Assignment,
     times: &mut ThreadTimes,
-    (pid, tid): (u32, u32),
-    ns: u64,
+    (pid, tid, provider): Blocked,
+    window: &Window,
+    (out, back): (u64, u64),
     preempt: bool,
-    provider: Provider,
 ) {
+    let ns = window.overlap(out, back);
     // A wait outside the window: nothing to charge (and no empty stack to show).
     if ns == 0 {
         return;
     }
+    a.waits.push((
+        (pid, tid, provider),
+        out.max(window.lo),
+        back.min(window.hi),
+    ));
     if preempt {
         times.runnable_ns += ns;
     } else {
@@ -292,6 +303,15 @@ mod tests {
         assert_eq!(
             (a.exact_ns, a.approximate_ns, a.unknown_ns),
             (3000, 4000, 0)
+        );
+        let mut waits = a.waits.clone();
+        waits.sort_unstable();
+        assert_eq!(
+            waits,
+            vec![
+                ((1, 2, Provider::Blocking(999)), 1000, 4000),
+                ((1, 2, Provider::OnCpu(4500)), 5000, 9000)
+            ]
         );
         let th = a.threads[&(1, 2)];
         assert_eq!(th.wall_ns, 8900);
@@ -385,6 +405,7 @@ mod tests {
         assert_eq!(a.charged[&(1, 2, Provider::OnCpu(50))], 200);
         let th = a.threads[&(1, 2)];
         assert_eq!((th.wall_ns, th.blocked_ns), (200, 200));
+        assert_eq!(a.waits, vec![((1, 2, Provider::OnCpu(50)), 300, 500)]);
         assert_eq!(a.threads[&(1, 3)].wall_ns, 200);
         assert_eq!(a.approximate_ns, 200);
     }

@@ -9,7 +9,7 @@
 use crossprof_format::{Record, Sample};
 
 use crate::analysis::cpu::{self, CpuProfile};
-use crate::analysis::off_cpu::{Event, Provider, ThreadTimes, Timeline, WakerKey};
+use crate::analysis::off_cpu::{Blocked, Event, Provider, ThreadTimes, Timeline, WakerKey};
 use crate::analysis::wakers::{self, Wakers};
 use crate::pipeline::Loaded;
 use crate::unwinding::StackUnwinder;
@@ -27,6 +27,21 @@ pub struct OffCpuThread {
     pub comm: String,
     /// Its times.
     pub times: ThreadTimes,
+}
+
+/// One wait, cut to the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    /// Thread id.
+    pub tid: u32,
+    /// Process id.
+    pub pid: u32,
+    /// When it began (board clock, ns).
+    pub from: u64,
+    /// When it ended (board clock, ns, exclusive).
+    pub to: u64,
+    /// Its stack: an index into the profile's stacks.
+    pub stack: u32,
 }
 
 /// The whole off-CPU analysis.
@@ -47,6 +62,8 @@ pub struct OffCpuProfile {
     pub threads: Vec<OffCpuThread>,
     /// Who woke the blocked threads, where the recording has wakeups.
     pub wakers: Option<Wakers>,
+    /// Every wait with its stack, by start time: what views cut in time slices add up.
+    pub waits: Vec<Wait>,
 }
 
 /// Measures and charges every wait of the recording, cut to [`Loaded::window`].
@@ -132,20 +149,35 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         &mut unwinder,
         true,
     );
+    // A wait's stack is the sample fed for it: its thread and time.
+    let blocked = wakers::stacks_by_sample(&profile);
+    let stack_of = |&(_, tid, provider): &Blocked| {
+        let time = match provider {
+            Provider::Blocking(t) | Provider::OnCpu(t) => t,
+            Provider::Unknown => end,
+        };
+        blocked.get(&(tid, time)).copied()
+    };
+    let mut waits: Vec<Wait> = assignment
+        .waits
+        .iter()
+        .filter_map(|(b, from, to)| {
+            Some(Wait {
+                pid: b.0,
+                tid: b.1,
+                from: *from,
+                to: *to,
+                stack: stack_of(b)?,
+            })
+        })
+        .collect();
+    waits.sort_unstable_by_key(|w| (w.from, w.tid, w.pid));
     let wakers = waking.map(|event| {
-        // A wait's stack is the sample fed for it: its thread and time.
-        let blocked = wakers::stacks_by_sample(&profile);
         wakers::analyze(
             l,
             event,
             &assignment.wakers,
-            |&(_, tid, provider)| {
-                let time = match provider {
-                    Provider::Blocking(t) | Provider::OnCpu(t) => t,
-                    Provider::Unknown => end,
-                };
-                blocked.get(&(tid, time)).copied()
-            },
+            stack_of,
             (assignment.woken_ns, assignment.unwoken_ns),
         )
     });
@@ -175,5 +207,6 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         unknown_ns: assignment.unknown_ns,
         threads,
         wakers,
+        waits,
     }
 }

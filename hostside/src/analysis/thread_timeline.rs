@@ -64,13 +64,42 @@ enum Ev {
     End,
 }
 
+/// Where a timeline's slices lie on the board clock, and the part of them that counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grid {
+    /// Board time of the first slice's start, ns.
+    pub start: u64,
+    /// Length of one slice, ns.
+    pub slice_ns: u64,
+    /// How many slices.
+    pub columns: usize,
+    /// Time before this (board clock, ns) is not counted (the window's start).
+    pub lo: u64,
+    /// Time from this on is not counted (the window's or the recording's end).
+    pub hi: u64,
+}
+
+impl Grid {
+    /// Adds the time from `a` to `b`, cut to the grid's counted part, to the slices it covers.
+    fn spread(&self, slices: &mut [u64], a: u64, b: u64) {
+        let end = self
+            .start
+            .saturating_add(self.slice_ns.saturating_mul(slices.len() as u64));
+        let (a, b) = (a.max(self.lo), b.min(self.hi).min(end));
+        spread(slices, self.start, self.slice_ns, a, b);
+    }
+}
+
 /// Adds the time from `a` to `b` to the slices it covers.
 fn spread(slices: &mut [u64], start: u64, slice_ns: u64, a: u64, b: u64) {
-    let end = start + slice_ns * slices.len() as u64;
+    let slice_ns = slice_ns.max(1);
+    let end = start.saturating_add(slice_ns.saturating_mul(slices.len() as u64));
     let (mut a, b) = (a.max(start), b.min(end));
     while a < b {
         let i = ((a - start) / slice_ns) as usize;
-        let slice_end = (start + (i as u64 + 1) * slice_ns).min(b);
+        let slice_end = start
+            .saturating_add((i as u64 + 1).saturating_mul(slice_ns))
+            .min(b);
         if let Some(s) = slices.get_mut(i) {
             *s += slice_end - a;
         }
@@ -78,8 +107,16 @@ fn spread(slices: &mut [u64], start: u64, slice_ns: u64, a: u64, b: u64) {
     }
 }
 
-/// Builds the timeline of `l`, within its window. None when nothing was recorded.
+/// Builds the timeline of `l`, within its window, in [`COLUMNS`] slices from its first event
+/// to its last. None when nothing was recorded.
 pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
+    build_on(l, None)
+}
+
+/// [`build`] on the slices of `grid` instead (the HTML report's, whose time selection must
+/// add up exactly): a slice's times count only where they lie in both the grid's counted
+/// part and the window.
+pub fn build_on(l: &Loaded, grid: Option<Grid>) -> Option<ThreadTimeline> {
     let header = l.recording.header();
     let switches = l.has_switches;
     let mut threads: HashMap<(u32, u32), Vec<(u64, Ev)>> = HashMap::new();
@@ -113,12 +150,28 @@ pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
             threads.entry((pid, tid)).or_default().push((time, ev));
         }
     });
-    let start = first.max(w.lo);
-    let end = last.min(w.hi);
+    let grid = match grid {
+        Some(g) => Grid {
+            lo: g.lo.max(w.lo),
+            hi: g.hi.min(w.hi),
+            ..g
+        },
+        None => {
+            let start = first.max(w.lo);
+            let end = last.min(w.hi);
+            Grid {
+                start,
+                slice_ns: end.saturating_sub(start).div_ceil(COLUMNS as u64).max(1),
+                columns: COLUMNS,
+                lo: start,
+                hi: end,
+            }
+        }
+    };
+    let (start, end, columns) = (grid.lo, grid.hi, grid.columns);
     if threads.is_empty() || end <= start {
         return None;
     }
-    let slice_ns = (end - start).div_ceil(COLUMNS as u64).max(1);
     let mut rows: Vec<Row> = threads
         .into_iter()
         .map(|((pid, tid), mut evs)| {
@@ -127,8 +180,8 @@ pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
                 pid,
                 tid,
                 comm: l.processes.name(tid, u64::MAX).to_string(),
-                running: vec![0; COLUMNS],
-                waiting: vec![0; COLUMNS],
+                running: vec![0; columns],
+                waiting: vec![0; columns],
             };
             let born = evs.first().map_or(start, |e| e.0);
             let died = evs.iter().find(|e| e.1 == Ev::End).map_or(
@@ -139,8 +192,8 @@ pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
                 },
                 |e| e.0,
             );
-            let mut alive = vec![0; COLUMNS];
-            spread(&mut alive, start, slice_ns, born, died);
+            let mut alive = vec![0; columns];
+            grid.spread(&mut alive, born, died);
             if switches {
                 // Running until the first switch says otherwise: a thread first seen
                 // switching in was waiting before.
@@ -153,25 +206,19 @@ pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
                         Ev::In if on_since.is_none() => on_since = Some(t),
                         Ev::Out | Ev::End => {
                             if let Some(a) = on_since.take() {
-                                spread(&mut row.running, start, slice_ns, a, t.min(died));
+                                grid.spread(&mut row.running, a, t.min(died));
                             }
                         }
                         _ => {}
                     }
                 }
                 if let Some(a) = on_since {
-                    spread(&mut row.running, start, slice_ns, a, died);
+                    grid.spread(&mut row.running, a, died);
                 }
             } else {
                 for &(t, ev) in &evs {
                     if let Ev::Sample(period) = ev {
-                        spread(
-                            &mut row.running,
-                            start,
-                            slice_ns,
-                            t,
-                            t.saturating_add(period),
-                        );
+                        grid.spread(&mut row.running, t, t.saturating_add(period));
                     }
                 }
             }
@@ -191,8 +238,8 @@ pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
     });
     Some(ThreadTimeline {
         source: if switches { "switches" } else { "samples" },
-        start,
-        slice_ns,
+        start: grid.start,
+        slice_ns: grid.slice_ns,
         rows,
     })
 }

@@ -8,13 +8,19 @@ use serde::Serialize;
 use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::HeapProfile;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::analysis::thread_timeline::ThreadTimeline;
 use crate::diagnostics::Diagnostic;
 use crate::frames::{FrameId, FrameTable};
 use crate::output::context::ReportContext;
-use crate::pipeline::Loaded;
+use crate::output::html::Profiles;
 
 /// At most this many time slices: the timeline's resolution and the bound on sample rows.
 pub const TIME_SLICES: u64 = 1000;
+
+/// The width of the page's time slices for a recording of `duration_ns`.
+pub fn slice_ns(duration_ns: u64) -> u64 {
+    duration_ns.max(1).div_ceil(TIME_SLICES).max(1)
+}
 
 /// Below this many samples a profile is too thin to trust: the summary says so.
 pub const FEW_SAMPLES: u64 = 1000;
@@ -63,7 +69,13 @@ pub struct Data {
 pub struct OffCpu {
     /// Functions, frames and the blocking stacks.
     pub tables: Tables,
-    /// Nanoseconds waited per stack.
+    /// Wait rows: time slice, stack index and the nanoseconds of that stack's waits inside
+    /// the slice, in three parallel arrays (a wait spanning slices is cut at their edges, so
+    /// any run of slices adds up to the waits clipped to it).
+    pub wait_slice: Vec<u32>,
+    /// See `wait_slice`.
+    pub wait_stack: Vec<u32>,
+    /// See `wait_slice`.
     pub wait_ns: Vec<u64>,
     /// Whether the stacks are exact or approximate (the last CPU sample's).
     pub stacks: String,
@@ -89,6 +101,9 @@ pub struct Thread {
     pub tid: u32,
     /// Name.
     pub name: String,
+    /// From context switches (`rec --off-cpu`), the slices where the thread was alive:
+    /// `[slice, ns running, ns waiting]` (empty without switches).
+    pub activity: Vec<[u64; 3]>,
 }
 
 /// Functions, frames (a function at a line) and stacks (frames outermost first).
@@ -198,10 +213,35 @@ pub fn cpu_tables(cpu: &CpuProfile, threads: &HashMap<(u32, u32), u32>) -> Table
     b.t
 }
 
-fn off_cpu_data(w: &OffCpuProfile, threads: &HashMap<(u32, u32), u32>) -> OffCpu {
+/// The off-CPU tables and the waits cut at the page's slice edges (`start`, `slice_ns`).
+fn off_cpu_data(
+    w: &OffCpuProfile,
+    threads: &HashMap<(u32, u32), u32>,
+    start: u64,
+    slice_ns: u64,
+) -> OffCpu {
+    // (slice, stack) → ns; BTreeMap for a stable order.
+    let mut cells: std::collections::BTreeMap<(u32, u32), u64> = Default::default();
+    for wait in &w.waits {
+        let mut a = wait.from.max(start);
+        while a < wait.to {
+            let slice = (a - start) / slice_ns;
+            if slice >= TIME_SLICES {
+                break;
+            }
+            let end = start
+                .saturating_add((slice + 1).saturating_mul(slice_ns))
+                .min(wait.to);
+            let ns = cells.entry((slice as u32, wait.stack)).or_default();
+            *ns = ns.saturating_add(end - a);
+            a = end;
+        }
+    }
     OffCpu {
         tables: cpu_tables(&w.profile, threads),
-        wait_ns: w.profile.stacks.iter().map(|s| s.count).collect(),
+        wait_slice: cells.keys().map(|k| k.0).collect(),
+        wait_stack: cells.keys().map(|k| k.1).collect(),
+        wait_ns: cells.values().copied().collect(),
         stacks: w.stacks.clone(),
     }
 }
@@ -228,23 +268,64 @@ pub fn warnings(ctx: &ReportContext, samples: u64) -> Vec<Warning> {
     warnings
 }
 
-/// Gathers the page's data.
-pub fn gather(l: &Loaded, heap: Option<&HeapProfile>, off_cpu: Option<&OffCpuProfile>) -> Data {
-    let h = l.recording.header();
-    let cpu = &l.cpu;
+/// Threads by index: those with CPU samples first, then those only the thread timeline or
+/// the off-CPU profile know.
+fn threads(p: &Profiles<'_>) -> (Vec<Thread>, HashMap<(u32, u32), u32>) {
     let mut threads = Vec::new();
-    let mut thread_index = HashMap::new();
-    for t in &cpu.threads {
-        thread_index.insert((t.pid, t.tid), threads.len() as u32);
-        threads.push(Thread {
-            pid: t.pid,
-            tid: t.tid,
-            name: t.comm.clone(),
-        });
+    let mut index = HashMap::new();
+    let mut add = |pid: u32, tid: u32, name: &str| {
+        *index.entry((pid, tid)).or_insert_with(|| {
+            threads.push(Thread {
+                pid,
+                tid,
+                name: name.to_string(),
+                activity: Vec::new(),
+            });
+            threads.len() as u32 - 1
+        })
+    };
+    for t in &p.cpu.threads {
+        add(t.pid, t.tid, &t.comm);
+    }
+    for r in p.threads.map_or(&[][..], |t| &t.rows) {
+        add(r.pid, r.tid, &r.comm);
+    }
+    for t in p.off_cpu.map_or(&[][..], |w| &w.threads) {
+        add(t.pid, t.tid, &t.comm);
+    }
+    (threads, index)
+}
+
+/// Each thread's running and waiting time per slice, from a timeline on the page's slices.
+fn activity(threads: &mut [Thread], index: &HashMap<(u32, u32), u32>, t: &ThreadTimeline) {
+    for r in &t.rows {
+        let Some(th) = index
+            .get(&(r.pid, r.tid))
+            .and_then(|&i| threads.get_mut(i as usize))
+        else {
+            continue;
+        };
+        th.activity = r
+            .running
+            .iter()
+            .zip(&r.waiting)
+            .enumerate()
+            .filter(|(_, (&run, &wait))| run + wait > 0)
+            .map(|(i, (&run, &wait))| [i as u64, run, wait])
+            .collect();
+    }
+}
+
+/// Gathers the page's data.
+pub fn gather(ctx: &ReportContext, p: &Profiles<'_>) -> Data {
+    let h = &ctx.header;
+    let cpu = p.cpu;
+    let (mut threads, thread_index) = threads(p);
+    if let Some(t) = p.threads {
+        activity(&mut threads, &thread_index, t);
     }
     let start = h.start_clock_ns;
-    let span = l.duration_ns.max(1);
-    let slice_ns = span.div_ceil(TIME_SLICES).max(1);
+    let slice_ns = slice_ns(ctx.duration_ns);
     // (slice, stack) → count, in time order.
     let mut rows: Vec<(u32, u32, u32)> = Vec::new();
     for s in &cpu.timeline {
@@ -262,18 +343,17 @@ pub fn gather(l: &Loaded, heap: Option<&HeapProfile>, off_cpu: Option<&OffCpuPro
             None => rows.push((slice, s.stack, 1)),
         }
     }
-    let ctx = l.context(heap);
-    let warnings = warnings(&ctx, cpu.samples);
+    let warnings = warnings(ctx, cpu.samples);
     let command = h.command.join(" ");
     Data {
         title: format!("crossprof: {command}"),
         command,
         arch: h.arch.clone(),
         event: h.event.clone(),
-        duration_ns: l.duration_ns,
+        duration_ns: ctx.duration_ns,
         start_ns: start,
         samples: cpu.samples,
-        filter: l.window.describe().unwrap_or_default(),
+        filter: ctx.window.describe().unwrap_or_default(),
         warnings,
         cpu: cpu_tables(cpu, &thread_index),
         threads,
@@ -281,8 +361,10 @@ pub fn gather(l: &Loaded, heap: Option<&HeapProfile>, off_cpu: Option<&OffCpuPro
         sample_slice: rows.iter().map(|r| r.0).collect(),
         sample_stack: rows.iter().map(|r| r.1).collect(),
         sample_count: rows.iter().map(|r| r.2).collect(),
-        heap: heap.map(heap_data),
-        off_cpu: off_cpu.map(|w| off_cpu_data(w, &thread_index)),
+        heap: p.heap.map(heap_data),
+        off_cpu: p
+            .off_cpu
+            .map(|w| off_cpu_data(w, &thread_index, start, slice_ns)),
     }
 }
 

@@ -1,23 +1,13 @@
 // crossprof's comparison page (hostside html OLD NEW): the data block holds both recordings'
 // stacks and the rows `hostside diff --json` prints (see hostside/src/output/html/diff.rs);
 // this script draws the function table, the differential flame graph and the heap sites.
-// Every number cell carries its exact value in data-value; window.crossprof exposes the state.
+// Every number cell carries its exact value in data-value. common.js (inlined before this
+// script) reads the data and runs the page; window.crossprof exposes the state.
 'use strict';
 (function () {
-  const D = JSON.parse(document.getElementById('crossprof-data').textContent);
-  const $ = (tag, attrs, ...kids) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k.startsWith('on')) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
-    }
-    for (const k of kids) e.append(k instanceof Node ? k : String(k));
-    return e;
-  };
+  const {data: D, el: $, bytes, short} = crossprofPage;
   const S = {cpuSort: 'abs', heapSort: 'abs', shape: 'new', zoom: []};
-  window.crossprof = {state: S, data: D, render: () => render()};
-  const short = p => (p || '').split('/').pop();
-  const bytes = n => Math.abs(n) >= 1e9 ? (n / 1e9).toFixed(2) + ' GB' : Math.abs(n) >= 1e6 ? (n / 1e6).toFixed(2) + ' MB'
-    : Math.abs(n) >= 1e3 ? (n / 1e3).toFixed(2) + ' kB' : n + ' B';
+  let render = () => {};
   const signed = (v, show) => (v > 0 ? '+' : '') + show(v);
 
   // Red where the new recording spends more, blue where less; stronger for bigger changes.
@@ -148,16 +138,14 @@
       ...P.warnings.map(w => $('div', {class: 'warn', 'data-kind': w.kind}, `${label}: ${w.kind} (${w.count}): ${w.message}`)));
   }
 
-  function render() {
-    const app = document.getElementById('app');
-    app.replaceChildren($('h1', {}, D.title), side('old', D.old), side('new', D.new));
+  function draw(app) {
+    app.append($('h1', {}, D.title), side('old', D.old), side('new', D.new));
     if (D.old.samples > 0 || D.new.samples > 0) {
       app.append($('h2', {}, 'Functions: share of each recording\'s samples, biggest change first'),
         $('div', {id: 'functions'}, cpuTable()));
       app.append($('h2', {}, 'Differential flame graph (click a frame to zoom)'), $('div', {id: 'diff-flame'}, diffFlame()));
     }
     if (D.heap) heapViews(app);
-    document.body.dataset.rendered = String(Date.now());
   }
-  render();
+  render = crossprofPage.run(S, draw);
 })();

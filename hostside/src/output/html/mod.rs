@@ -6,8 +6,12 @@
 //! selection filters every other view, a sortable function table, caller/callee lists with
 //! file:line for the selected function, top-down and bottom-up trees, a flame graph with search
 //! and zoom, and for heap recordings the heap over time, the sites by cost type and a flame
-//! graph per cost type, and for off-CPU recordings where threads waited (table and flame graph). The Rust side only gathers the data ([`data`]); `report.js` computes
-//! every view from it in the browser, so a time selection needs no round trip.
+//! graph per cost type, and for off-CPU recordings when each thread ran and waited (on the
+//! timeline, from the context switches) and where it waited (table and flame graph, of the
+//! waits cut to the selection). The Rust side only gathers the data ([`data`]) from the
+//! profiles and the [`ReportContext`], never the loader; `report.js` computes every view from
+//! it in the browser, so a selection needs no round trip. `common.js` is what both pages
+//! (this one and the comparison) start with.
 //!
 //! `hostside html OLD NEW` writes the comparison page instead ([`diff`]).
 //!
@@ -19,28 +23,56 @@ use std::io::Write;
 
 use anyhow::Result;
 
+use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::HeapProfile;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
-use crate::pipeline::Loaded;
+use crate::analysis::thread_timeline::{Grid, ThreadTimeline};
+use crate::output::context::ReportContext;
 
 pub mod data;
 pub mod diff;
 
+/// What both pages start with: reading the data block, building elements, formatting.
+const COMMON: &str = include_str!("common.js");
 const SCRIPT: &str = include_str!("report.js");
 const STYLE: &str = include_str!("report.css");
 
-/// Writes the report of `l` (and of its heap and off-CPU analyses, when given) to `out`.
-pub fn write(
-    l: &Loaded,
-    heap: Option<&HeapProfile>,
-    off_cpu: Option<&OffCpuProfile>,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let d = data::gather(l, heap, off_cpu);
+/// The profiles one page shows, each made by its analysis before the page is written.
+pub struct Profiles<'a> {
+    /// The CPU profile (empty for a heap-only recording).
+    pub cpu: &'a CpuProfile,
+    /// The heap analysis, for `rec --heap` recordings.
+    pub heap: Option<&'a HeapProfile>,
+    /// Where threads waited, for `rec --off-cpu` recordings.
+    pub off_cpu: Option<&'a OffCpuProfile>,
+    /// When each thread ran and waited, on the slices of [`grid`].
+    pub threads: Option<&'a ThreadTimeline>,
+}
+
+/// The page's time slices for the recording `ctx` describes: at most [`data::TIME_SLICES`]
+/// from the recording's start to its end. A thread timeline built on them (see
+/// [`crate::analysis::thread_timeline::build_on`]) adds up exactly over any selection.
+pub fn grid(ctx: &ReportContext) -> Grid {
+    let start = ctx.header.start_clock_ns;
+    let slice_ns = data::slice_ns(ctx.duration_ns);
+    let columns = ctx.duration_ns.div_ceil(slice_ns).max(1);
+    Grid {
+        start,
+        slice_ns,
+        columns: columns as usize,
+        lo: start,
+        hi: start.saturating_add(columns.saturating_mul(slice_ns)),
+    }
+}
+
+/// Writes the report of `profiles` to `out`; `ctx` says what the recording is.
+pub fn write(ctx: &ReportContext, profiles: &Profiles<'_>, out: &mut dyn Write) -> Result<()> {
+    let d = data::gather(ctx, profiles);
     page(&d.title, &serde_json::to_string(&d)?, SCRIPT, out)
 }
 
-/// Writes one page: `json` as the data block, `script` after it, the shared style sheet.
+/// Writes one page: `json` as the data block, the shared script and `script` after it, the
+/// shared style sheet.
 fn page(title: &str, json: &str, script: &str, out: &mut dyn Write) -> Result<()> {
     // Inside a <script> element, "</" would end it: JSON allows "<\/" instead.
     let json = json.replace("</", "<\\/");
@@ -51,7 +83,7 @@ fn page(title: &str, json: &str, script: &str, out: &mut dyn Write) -> Result<()
          <title>{title}</title><style>{STYLE}</style></head>\n<body>\
          <div id=\"app\"><p id=\"loading\">Loading…</p></div>\n\
          <script id=\"crossprof-data\" type=\"application/json\">{json}</script>\n\
-         <script>{script}</script></body></html>\n"
+         <script>{COMMON}\n{script}</script></body></html>\n"
     )?;
     out.flush()?;
     Ok(())

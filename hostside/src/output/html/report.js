@@ -1,38 +1,29 @@
 // crossprof's HTML report: every view is computed here from the data block hostside wrote
 // into the page (see hostside/src/output/html/data.rs), so a time or thread selection
-// re-filters all views without any server. window.crossprof exposes the state for tests.
+// re-filters all views without any server. common.js (inlined before this script) reads the
+// data and runs the page; window.crossprof exposes the state for tests.
 'use strict';
 (function () {
-  const D = JSON.parse(document.getElementById('crossprof-data').textContent);
-  const $ = (tag, attrs, ...kids) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k.startsWith('on')) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
-    }
-    for (const k of kids) e.append(k instanceof Node ? k : String(k));
-    return e;
-  };
-  const pct = (a, b) => (b > 0 ? (100 * a / b).toFixed(1) : '0.0') + '%';
-  const bytes = n => n >= 1e9 ? (n / 1e9).toFixed(2) + ' GB' : n >= 1e6 ? (n / 1e6).toFixed(2) + ' MB'
-    : n >= 1e3 ? (n / 1e3).toFixed(2) + ' kB' : n + ' B';
-  const secs = ns => (ns / 1e9).toFixed(3) + ' s';
+  const {data: D, el: $, pct, bytes, secs} = crossprofPage;
   const S = {from: null, to: null, thread: null, func: null, sortKey: 'self', zoom: [], search: '',
     heapCost: 4, heapZoom: [], offZoom: []};
-  window.crossprof = {state: S, data: D, render: () => render()};
+  let render = () => {};
 
-  // Weight per stack under the current time and thread selection.
-  function stackWeights() {
-    const w = new Float64Array(D.cpu.stacks.length);
+  // Weight per stack under the current time and thread selection, from rows of (time slice,
+  // stack, weight) in parallel arrays: the CPU samples or the off-CPU waits.
+  function selectedWeights(T, slice, stack, weight) {
+    const w = new Float64Array(T.stacks.length);
     const from = S.from === null ? -1 : S.from, to = S.to === null ? Infinity : S.to;
-    for (let i = 0; i < D.sample_slice.length; i++) {
-      const sl = D.sample_slice[i];
+    for (let i = 0; i < slice.length; i++) {
+      const sl = slice[i];
       if (sl < from || sl > to) continue;
-      const st = D.sample_stack[i];
-      if (S.thread !== null && D.cpu.stack_thread[st] !== S.thread) continue;
-      w[st] += D.sample_count[i];
+      const st = stack[i];
+      if (S.thread !== null && T.stack_thread[st] !== S.thread) continue;
+      w[st] += weight[i];
     }
     return w;
   }
+  const stackWeights = () => selectedWeights(D.cpu, D.sample_slice, D.sample_stack, D.sample_count);
 
   // Self and total per function; callers/callees (with the call's line) of the selected one.
   function functionRows(T, w) {
@@ -178,19 +169,39 @@
     const slices = Math.max(1, Math.ceil(D.duration_ns / D.slice_ns));
     const wrap = $('div', {id: 'timeline'});
     const brush = $('div', {id: 'brush'});
+    const from = S.from === null ? 0 : S.from, to = S.to === null ? slices - 1 : S.to;
     const rows = D.threads.map((t, ti) => {
-      const counts = new Float64Array(slices);
-      for (let i = 0; i < D.sample_slice.length; i++) {
-        if (D.cpu.stack_thread[D.sample_stack[i]] === ti && D.sample_slice[i] < slices) counts[D.sample_slice[i]] += D.sample_count[i];
-      }
       const cv = $('canvas', {width: 1000, height: 20, 'data-thread': ti});
-      const max = Math.max(1, ...counts), g = cv.getContext('2d');
-      g.fillStyle = '#2a9d8f';
-      counts.forEach((c, i) => { if (c) { const h = 20 * c / max; g.fillRect(i * 1000 / slices, 20 - h, Math.max(1, 1000 / slices), h); } });
+      const g = cv.getContext('2d'), x = i => i * 1000 / slices, dx = Math.max(1, 1000 / slices);
+      const row = $('div', {class: 'trow', 'data-tid': t.tid});
+      let note = '';
+      if (t.activity.length) {
+        // From context switches: running (green) from the bottom, waiting (red) above it,
+        // each as its share of the slice; the row says both totals in the selection.
+        let run = 0, wait = 0;
+        for (const [i, r, w] of t.activity) {
+          const hr = 20 * r / D.slice_ns, hw = 20 * w / D.slice_ns;
+          g.fillStyle = '#2a9d8f'; g.fillRect(x(i), 20 - hr, dx, hr);
+          g.fillStyle = '#e76f51'; g.fillRect(x(i), 20 - hr - hw, dx, hw);
+          if (i >= from && i <= to) { run += r; wait += w; }
+        }
+        row.dataset.runningNs = String(run);
+        row.dataset.waitingNs = String(wait);
+        note = ` ${pct(run, run + wait)} ran`;
+      } else {
+        const counts = new Float64Array(slices);
+        for (let i = 0; i < D.sample_slice.length; i++) {
+          if (D.cpu.stack_thread[D.sample_stack[i]] === ti && D.sample_slice[i] < slices) counts[D.sample_slice[i]] += D.sample_count[i];
+        }
+        const max = Math.max(1, ...counts);
+        g.fillStyle = '#2a9d8f';
+        counts.forEach((c, i) => { if (c) { const h = 20 * c / max; g.fillRect(x(i), 20 - h, dx, h); } });
+      }
       const label = $('div', {class: 'tlabel', title: 'click: only this thread',
         onclick: () => { S.thread = S.thread === ti ? null : ti; render(); }},
-      (S.thread === ti ? '● ' : '') + `${t.name} (${t.tid})`);
-      return $('div', {class: 'trow'}, label, cv);
+      (S.thread === ti ? '● ' : '') + `${t.name} (${t.tid})${note}`);
+      row.append(label, cv);
+      return row;
     });
     wrap.append(...rows, brush);
     let start = null;
@@ -225,7 +236,6 @@
 
   function cpuViews(app) {
     const T = D.cpu, w = stackWeights(), {rows, sum} = functionRows(T, w);
-    app.append($('h2', {}, 'Timeline (drag to select a time range; click a thread to keep only it)'), timeline());
     app.append($('h2', {}, `Functions (${sum} samples selected)`));
     const table = rows.map(r => ({f: r.f, name: T.func_name[r.f], self: r.self, total: r.total,
       loc: location(T, r.f, T.func_line[r.f])}));
@@ -293,10 +303,11 @@
       $('div', {id: 'heap-flame'}, flame(T, w, S.heapZoom, z => { S.heapZoom = z; render(); })));
   }
 
-  // Where threads waited (rec --off-cpu): nanoseconds per function and a flame graph. The
-  // timeline selection does not apply: waits are not cut into time slices.
+  // Where threads waited (rec --off-cpu): nanoseconds per function and a flame graph, of the
+  // waits inside the timeline's selection (cut at its edges) and of the selected thread.
   function offCpuViews(app) {
-    const O = D.off_cpu, T = O.tables, w = O.wait_ns, {rows, sum} = functionRows(T, w);
+    const O = D.off_cpu, T = O.tables, w = selectedWeights(T, O.wait_slice, O.wait_stack, O.wait_ns);
+    const {rows, sum} = functionRows(T, w);
     const ms = ns => (ns / 1e6).toFixed(2) + ' ms';
     app.append($('h2', {}, `Off-CPU: ${ms(sum)} waited (${O.stacks} stacks)`));
     app.append($('div', {id: 'offcpu-functions'}, sortable([
@@ -311,9 +322,7 @@
     app.append($('div', {id: 'offcpu-flame'}, flame(T, w, S.offZoom, z => { S.offZoom = z; render(); })));
   }
 
-  function render() {
-    const app = document.getElementById('app');
-    app.replaceChildren();
+  function draw(app) {
     app.append($('h1', {}, D.title), $('div', {class: 'meta', id: 'summary'},
       $('span', {}, `${D.arch}`), $('span', {}, `event ${D.event || 'cpu-clock'}`),
       $('span', {}, `${secs(D.duration_ns)}`), $('span', {}, `${D.samples} samples`),
@@ -321,10 +330,14 @@
       ...(D.filter ? [$('span', {id: 'filter'}, `only ${D.filter} (hostside html --from/--to/--pid/--tid)`)] : [])));
     const warns = $('div', {id: 'warnings'}, ...D.warnings.map(x => $('div', {class: 'warn', 'data-kind': x.kind}, `${x.kind} (${x.count}): ${x.message}`)));
     app.append(warns);
+    if (D.samples > 0 || D.off_cpu) {
+      const switches = D.threads.some(t => t.activity.length);
+      app.append($('h2', {}, 'Timeline (drag to select a time range; click a thread to keep only it)' +
+        (switches ? ': green running, red waiting (off-CPU), from context switches' : ': CPU samples')), timeline());
+    }
     if (D.samples > 0) cpuViews(app);
     if (D.heap) heapViews(app);
     if (D.off_cpu) offCpuViews(app);
-    document.body.dataset.rendered = String(Date.now());
   }
-  render();
+  render = crossprofPage.run(S, draw);
 })();
