@@ -185,16 +185,19 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             if off_cpu {
                 require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
                 let w = off_cpu_profile::analyze(&l);
+                let ctx = l.context_with(None, &[&w.profile]);
                 let mut out = create(&output)?;
-                export::write(format, export::Source::OffCpu(&l, &w), &mut out)?;
+                export::write(format, &ctx, export::Source::OffCpu(&w), &mut out)?;
             } else if heap {
                 require(&l, "heap", l.has_heap, "rec --heap")?;
                 let p = l.heap(HeapOptions::default());
+                let ctx = l.context_with(Some(&p), &[]);
                 let mut out = create(&output)?;
-                export::write(format, export::Source::Heap(&l, &p), &mut out)?;
+                export::write(format, &ctx, export::Source::Heap(&l.cpu, &p), &mut out)?;
             } else {
+                let ctx = l.context_with(None, &[]);
                 let mut out = create(&output)?;
-                export::write(format, export::Source::Cpu(&l), &mut out)?;
+                export::write(format, &ctx, export::Source::Cpu(&l.cpu), &mut out)?;
             }
             Ok(Outcome::Success)
         }

@@ -24,8 +24,8 @@ use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::heap::{self, HeapOptions, HeapProfile};
 use crate::diagnostics::{self, Sources};
 use crate::filter::{Filter, Tasks, Window};
-use crate::output::context::{ModuleRow, ReportContext};
-use crate::processes::Processes;
+use crate::output::context::{LostMark, ModuleRow, ReportContext};
+use crate::processes::{Mappings, Processes};
 use crate::recording::Recording;
 use crate::resolve::Resolver;
 use crate::unwinding::StackUnwinder;
@@ -49,6 +49,8 @@ pub struct Loaded {
     /// Every `Lost` record's count, summed by kind (`samples`, `heap`, and what `rec` could
     /// not decode, resynchronize or enable).
     pub lost: BTreeMap<String, u64>,
+    /// Where samples were lost (see [`LostMark`]).
+    pub lost_marks: Vec<LostMark>,
     /// Nanoseconds from the recording's start to its end (or its last event).
     pub duration_ns: u64,
     /// Whether the file holds heap allocation records.
@@ -93,6 +95,7 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
     };
     let mut last_time = 0u64;
     let mut lost: BTreeMap<String, u64> = BTreeMap::new();
+    let mut lost_marks = Vec::new();
     let mut end_time = None;
     let mut has_heap = false;
     let mut has_switches = false;
@@ -105,6 +108,9 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
                 Record::Lost(l) => {
                     let n = lost.entry(l.kind.clone()).or_default();
                     *n = n.saturating_add(l.count);
+                    if l.kind == "samples" {
+                        LostMark::push(&mut lost_marks, l.time, l.count);
+                    }
                 }
                 Record::End(e) => end_time = Some(e.time),
                 Record::Sample(s) => {
@@ -174,6 +180,7 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
         cpu,
         lost_samples: lost.get("samples").copied().unwrap_or(0),
         lost,
+        lost_marks,
         duration_ns,
         has_heap,
         has_switches,
@@ -194,8 +201,25 @@ impl Loaded {
     }
 
     /// What the outputs need besides a profile, with the [`diagnostics`] of this recording
-    /// and of `heap` when the report shows one. Call it after the analyses: module load errors
-    /// are only known once the modules were used.
+    /// and of `heap` when the report shows one, and the mappings of the address spaces of the
+    /// CPU profile, `heap` and `more` (e.g. an off-CPU profile). Call it after the analyses:
+    /// module load errors are only known once the modules were used.
+    pub fn context_with(&self, heap: Option<&HeapProfile>, more: &[&CpuProfile]) -> ReportContext {
+        let spaces = [&self.cpu]
+            .into_iter()
+            .chain(more.iter().copied())
+            .flat_map(|p| p.stacks.iter().map(|s| s.space))
+            .chain(
+                heap.into_iter()
+                    .flat_map(|h| h.traces.iter().map(|t| t.space)),
+            );
+        ReportContext {
+            mappings: self.processes.mappings_of(spaces),
+            ..self.context(heap)
+        }
+    }
+
+    /// [`Loaded::context_with`] without mappings (the reports that print no addresses).
     pub fn context(&self, heap: Option<&HeapProfile>) -> ReportContext {
         let modules = self.resolver.modules();
         let diagnostics = diagnostics::gather(&Sources {
@@ -227,6 +251,8 @@ impl Loaded {
                 })
                 .collect(),
             names: self.processes.final_names(),
+            lost_marks: self.lost_marks.clone(),
+            mappings: Mappings::default(),
             diagnostics,
             window: self.window,
         }

@@ -61,14 +61,66 @@ pub struct Placed {
 /// An address-space generation of one process.
 pub type SpaceKey = (u32, u32);
 
-/// Task names as they were when the recording ended (see [`Processes::final_names`]).
+/// Task names over time: each task's COMM changes and who created it, so that a name can be
+/// asked for at any time (see [`ProcessNames::at`]). Plain data, cloned into the
+/// [`crate::output::context::ReportContext`] so that outputs need not hold [`Processes`].
 #[derive(Debug, Clone, Default)]
-pub struct ProcessNames(HashMap<u32, String>);
+pub struct ProcessNames {
+    /// Each task's names with the time each was set, in time order.
+    names: HashMap<u32, Vec<(u64, String)>>,
+    /// Who created each task (thread or process) and when: a new task carries its creator's
+    /// name until it execs or names itself, and the kernel writes no COMM record for that.
+    creator: HashMap<u32, (u32, u64)>,
+}
 
 impl ProcessNames {
-    /// The name of task `tid`, `?` when the recording never named it.
+    /// The name of task `tid` when the recording ended, `?` when the recording never named it.
     pub fn get(&self, tid: u32) -> &str {
-        self.0.get(&tid).map_or("?", |s| s.as_str())
+        self.at(tid, u64::MAX)
+    }
+
+    /// The name of thread `tid` at `time`: the latest COMM before it; before the first one,
+    /// the name it inherited from the thread that created it (as the kernel does: an unnamed
+    /// thread shows its process's command, like perf); else the first known name, else `?`.
+    pub fn at(&self, tid: u32, time: u64) -> &str {
+        let (mut tid, mut time) = (tid, time);
+        // Bounded: a creator chain in a hostile recording may loop.
+        for _ in 0..64 {
+            let own = self.names.get(&tid).filter(|v| !v.is_empty());
+            if let Some(v) = own {
+                let i = v.partition_point(|(t, _)| *t <= time);
+                if i > 0 {
+                    return &v[i - 1].1;
+                }
+            }
+            match self.creator.get(&tid) {
+                Some(&(creator, created)) => (tid, time) = (creator, created),
+                None => return own.map_or("?", |v| v[0].1.as_str()),
+            }
+        }
+        "?"
+    }
+}
+
+/// The executable mappings of some address spaces with the modules they map: what an export
+/// needs to place a stack's addresses in their files (pprof's mappings), without
+/// [`Processes`]. Built by [`Processes::mappings_of`] for the spaces a profile uses.
+#[derive(Debug, Clone, Default)]
+pub struct Mappings {
+    /// Every module of the recording, indexed by [`MappingView::module`].
+    pub modules: Vec<ModuleKey>,
+    spaces: HashMap<SpaceKey, Vec<MappingView>>,
+}
+
+impl Mappings {
+    /// The executable mappings of `space` (empty when it was not asked for or has none).
+    pub fn of(&self, space: SpaceKey) -> &[MappingView] {
+        self.spaces.get(&space).map_or(&[], |v| v.as_slice())
+    }
+
+    /// The module of `m`, `None` for an index this table does not hold.
+    pub fn module(&self, m: &MappingView) -> Option<&ModuleKey> {
+        self.modules.get(m.module)
     }
 }
 
@@ -83,10 +135,7 @@ pub struct Processes {
     anonymous_code: HashMap<SpaceKey, Vec<(u64, u64)>>,
     execs: HashMap<u32, Vec<u64>>,
     parent: HashMap<u32, (u32, u64)>,
-    names: HashMap<u32, Vec<(u64, String)>>,
-    /// Who created each task (thread or process) and when: a new task carries its creator's
-    /// name until it execs or names itself, and the kernel writes no COMM record for that.
-    creator: HashMap<u32, (u32, u64)>,
+    names: ProcessNames,
     /// The vDSO image copied from the board, if any.
     pub vdso: Option<Blob>,
     /// /proc/kallsyms text from the board, if any.
@@ -109,7 +158,11 @@ impl Processes {
                 if c.exec {
                     p.execs.entry(c.pid).or_default().push(c.time);
                 }
-                p.names.entry(c.tid).or_default().push((c.time, c.comm));
+                p.names
+                    .names
+                    .entry(c.tid)
+                    .or_default()
+                    .push((c.time, c.comm));
             }
             Record::Fork(t) => {
                 // A new process (not a thread): it runs its parent's image until it execs.
@@ -117,7 +170,7 @@ impl Processes {
                     p.parent.entry(t.pid).or_insert((t.ppid, t.time));
                 }
                 if t.tid != t.ptid {
-                    p.creator.entry(t.tid).or_insert((t.ptid, t.time));
+                    p.names.creator.entry(t.tid).or_insert((t.ptid, t.time));
                 }
             }
             Record::Mmap(m) => mmaps.push(m),
@@ -132,7 +185,7 @@ impl Processes {
         for v in p.execs.values_mut() {
             v.sort_unstable();
         }
-        for v in p.names.values_mut() {
+        for v in p.names.names.values_mut() {
             v.sort_by_key(|(t, _)| *t);
         }
         p.mmap_records = mmaps.len() as u64;
@@ -274,36 +327,30 @@ impl Processes {
             .map_or(&[], |v| v.as_slice())
     }
 
-    /// Every task's name at the end of the recording, for outputs that label stacks by
-    /// process without holding the whole model.
-    pub fn final_names(&self) -> ProcessNames {
-        let tids = self.names.keys().chain(self.creator.keys());
-        ProcessNames(
-            tids.map(|&t| (t, self.name(t, u64::MAX).to_string()))
-                .collect(),
-        )
+    /// The executable mappings of each of `spaces`, for outputs that place addresses in their
+    /// files without holding the whole model (see [`Processes::mappings`]).
+    pub fn mappings_of(&self, spaces: impl IntoIterator<Item = SpaceKey>) -> Mappings {
+        let mut m = Mappings {
+            modules: self.modules.clone(),
+            spaces: HashMap::new(),
+        };
+        for space in spaces {
+            m.spaces
+                .entry(space)
+                .or_insert_with(|| self.mappings(space));
+        }
+        m
     }
 
-    /// The name of thread `tid` at `time`: the latest COMM before it; before the first one, the
-    /// name it inherited from the thread that created it (as the kernel does: an unnamed thread
-    /// shows its process's command, like perf); else the first known name, else `?`.
+    /// Task names over time, for outputs that label stacks by task without holding the whole
+    /// model.
+    pub fn final_names(&self) -> ProcessNames {
+        self.names.clone()
+    }
+
+    /// The name of thread `tid` at `time` (see [`ProcessNames::at`]).
     pub fn name(&self, tid: u32, time: u64) -> &str {
-        let (mut tid, mut time) = (tid, time);
-        // Bounded: a creator chain in a hostile recording may loop.
-        for _ in 0..64 {
-            let own = self.names.get(&tid).filter(|v| !v.is_empty());
-            if let Some(v) = own {
-                let i = v.partition_point(|(t, _)| *t <= time);
-                if i > 0 {
-                    return &v[i - 1].1;
-                }
-            }
-            match self.creator.get(&tid) {
-                Some(&(creator, created)) => (tid, time) = (creator, created),
-                None => return own.map_or("?", |v| v[0].1.as_str()),
-            }
-        }
-        "?"
+        self.names.at(tid, time)
     }
 }
 

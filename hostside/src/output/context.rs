@@ -9,7 +9,7 @@ use crossprof_symbols::{MatchKind, Origin};
 
 use crate::diagnostics::Diagnostic;
 use crate::filter::Window;
-use crate::processes::ProcessNames;
+use crate::processes::{Mappings, ProcessNames};
 
 /// One module and how it was matched in the sysroot.
 #[derive(Debug, Clone)]
@@ -44,11 +44,42 @@ pub struct ReportContext {
     pub lost_samples: u64,
     /// Every code module, in order of first appearance.
     pub modules: Vec<ModuleRow>,
-    /// Task names at the end of the recording, to label stacks by process.
+    /// Task names over time, to label stacks by process and thread.
     pub names: ProcessNames,
+    /// Where the board dropped samples, in time order (see [`LostMark`]).
+    pub lost_marks: Vec<LostMark>,
+    /// The executable mappings of the address spaces the profiles use, for exports that
+    /// place addresses in their files (pprof).
+    pub mappings: Mappings,
     /// Every fallback the analysis took.
     pub diagnostics: Vec<Diagnostic>,
     /// The time window, process and thread the profile was restricted to (`--from/--to/
     /// --pid/--tid`); reports say so in their header.
     pub window: Window,
+}
+
+/// Samples the board dropped at one time (a `Lost` record of kind `samples`), for exports
+/// that mark where a profile is thinner. At most [`LostMark::MAX`] are kept: past that, each
+/// further record's count is added to the last mark, so the counts always sum to
+/// [`ReportContext::lost_samples`] and a hostile file cannot grow the list without bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostMark {
+    /// Board time of the record (ns).
+    pub time: u64,
+    /// Samples lost.
+    pub count: u64,
+}
+
+impl LostMark {
+    /// The most marks a context holds.
+    pub const MAX: usize = 10_000;
+
+    /// Adds a record to `marks` under the rule above.
+    pub fn push(marks: &mut Vec<LostMark>, time: u64, count: u64) {
+        let full = marks.len() >= LostMark::MAX;
+        match marks.last_mut() {
+            Some(last) if full => last.count = last.count.saturating_add(count),
+            _ => marks.push(LostMark { time, count }),
+        }
+    }
 }

@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 
-use crossprof_format::Record;
 use fxprof_processed_profile::{
     CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, Frame, FrameFlags, FrameInfo,
     MarkerFieldFlags, MarkerFieldFormat, MarkerTiming, ProcessHandle, Profile, ReferenceTimestamp,
@@ -21,9 +20,10 @@ use fxprof_processed_profile::{
     ThreadHandle, Timestamp,
 };
 
+use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::HeapProfile;
 use crate::frames::{FrameId, FrameTable};
-use crate::pipeline::Loaded;
+use crate::output::context::ReportContext;
 use crate::resolve::is_kernel_module;
 
 /// A "Lost samples" marker: the kernel's ring buffer overflowed and `count` samples are missing.
@@ -69,7 +69,7 @@ struct Tracks<'a> {
     threads: HashMap<(u32, u32), ThreadHandle>,
     user: CategoryPairHandle,
     kernel: CategoryPairHandle,
-    l: &'a Loaded,
+    ctx: &'a ReportContext,
 }
 
 impl Tracks<'_> {
@@ -81,7 +81,7 @@ impl Tracks<'_> {
         if let Some(&p) = self.processes.get(&pid) {
             return p;
         }
-        let name = self.l.processes.name(pid, u64::MAX).to_string();
+        let name = self.ctx.names.get(pid).to_string();
         let p = self
             .profile
             .add_process(&name, pid, Timestamp::from_nanos_since_reference(0));
@@ -97,7 +97,7 @@ impl Tracks<'_> {
         let t =
             self.profile
                 .add_thread(p, tid, Timestamp::from_nanos_since_reference(0), pid == tid);
-        let name = self.l.processes.name(tid, u64::MAX).to_string();
+        let name = self.ctx.names.get(tid).to_string();
         self.profile.set_thread_name(t, &name);
         self.threads.insert((pid, tid), t);
         t
@@ -132,8 +132,8 @@ impl Tracks<'_> {
 }
 
 /// The recording as a Firefox Profiler profile: CPU samples, and the heap when `heap` is given.
-pub fn profile(l: &Loaded, heap: Option<&HeapProfile>) -> Profile {
-    let h = l.recording.header();
+pub fn profile(ctx: &ReportContext, cpu: &CpuProfile, heap: Option<&HeapProfile>) -> Profile {
+    let h = &ctx.header;
     let interval = if h.sample_freq > 0 {
         SamplingInterval::from_hz(h.sample_freq as f32)
     } else {
@@ -155,10 +155,9 @@ pub fn profile(l: &Loaded, heap: Option<&HeapProfile>) -> Profile {
         threads: HashMap::new(),
         user,
         kernel,
-        l,
+        ctx,
     };
 
-    let cpu = &l.cpu;
     let mut stacks: HashMap<u32, Option<StackHandle>> = HashMap::new();
     for s in &cpu.timeline {
         let st = &cpu.stacks[s.stack as usize];
@@ -176,20 +175,13 @@ pub fn profile(l: &Loaded, heap: Option<&HeapProfile>) -> Profile {
             .add_sample(thread, ts, stack, CpuDelta::from_nanos(s.period), 1);
     }
 
-    if l.lost_samples > 0 {
+    if !ctx.lost_marks.is_empty() {
         // Lost records carry no thread: they go on the main thread of the first process.
         let (pid, tid) = cpu.threads.first().map_or((0, 0), |r| (r.pid, r.pid));
         let thread = t.thread(pid, tid);
         let name = t.profile.intern_string("Lost samples");
-        let mut lost: Vec<(u64, u64)> = Vec::new();
-        l.recording.for_each_metadata(|r| {
-            if let Record::Lost(x) = r {
-                if x.kind == "samples" {
-                    lost.push((x.time, x.count));
-                }
-            }
-        });
-        for (time, count) in lost {
+        for m in &ctx.lost_marks {
+            let (time, count) = (m.time, m.count);
             let ts = t.at(time);
             t.profile.add_marker(
                 thread,

@@ -15,22 +15,24 @@ use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::{HeapMetric, HeapProfile};
 use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::cli::ExportFormat;
+use crate::output::context::ReportContext;
 use crate::output::folded;
-use crate::pipeline::Loaded;
 
 pub mod firefox;
 pub mod perf_script;
 pub mod pprof;
 pub mod speedscope;
 
-/// What an export describes.
+/// What an export describes. With it, every exporter reads only the [`ReportContext`] (made
+/// by [`crate::pipeline::Loaded::context_with`] so that it holds the profiles' mappings).
 pub enum Source<'a> {
     /// CPU samples.
-    Cpu(&'a Loaded),
+    Cpu(&'a CpuProfile),
     /// Blocked time of a `rec --off-cpu` recording.
-    OffCpu(&'a Loaded, &'a OffCpuProfile),
-    /// The heap analysis of a `rec --heap` recording.
-    Heap(&'a Loaded, &'a HeapProfile),
+    OffCpu(&'a OffCpuProfile),
+    /// The heap analysis of a `rec --heap` recording, with the recording's CPU samples (the
+    /// Firefox profile shows both).
+    Heap(&'a CpuProfile, &'a HeapProfile),
 }
 
 /// A sampled profile: the CPU samples, or the off-CPU waits (one "sample" per wait, its period
@@ -45,17 +47,14 @@ pub struct Sampled<'a> {
 
 impl Sampled<'_> {
     /// Whether the samples' periods are nanoseconds of CPU time (the clock events).
-    pub fn time_event(&self, l: &Loaded) -> bool {
-        matches!(
-            l.recording.header().event.as_str(),
-            "cpu-clock" | "task-clock" | ""
-        )
+    pub fn time_event(&self, ctx: &ReportContext) -> bool {
+        matches!(ctx.header.event.as_str(), "cpu-clock" | "task-clock" | "")
     }
 }
 
-fn cpu(l: &Loaded) -> Sampled<'_> {
+fn cpu(p: &CpuProfile) -> Sampled<'_> {
     Sampled {
-        profile: &l.cpu,
+        profile: p,
         off_cpu: false,
     }
 }
@@ -68,34 +67,37 @@ fn off_cpu(w: &OffCpuProfile) -> Sampled<'_> {
 }
 
 /// Writes `source` to `out` in `format`.
-pub fn write(format: ExportFormat, source: Source<'_>, out: &mut dyn Write) -> Result<()> {
+pub fn write(
+    format: ExportFormat,
+    ctx: &ReportContext,
+    source: Source<'_>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let names = &ctx.names;
     match (format, source) {
-        (ExportFormat::Collapsed, Source::Cpu(l)) => {
-            folded::write(out, &folded::cpu(&l.cpu, &l.processes.final_names()))?
+        (ExportFormat::Collapsed, Source::Cpu(c)) => folded::write(out, &folded::cpu(c, names))?,
+        (ExportFormat::Collapsed, Source::Heap(_, p)) => {
+            folded::write(out, &folded::heap(p, names, HeapMetric::Allocations))?
         }
-        (ExportFormat::Collapsed, Source::Heap(l, p)) => folded::write(
-            out,
-            &folded::heap(p, &l.processes.final_names(), HeapMetric::Allocations),
-        )?,
-        (ExportFormat::Collapsed, Source::OffCpu(l, w)) => {
-            folded::write(out, &folded::cpu(&w.profile, &l.processes.final_names()))?
+        (ExportFormat::Collapsed, Source::OffCpu(w)) => {
+            folded::write(out, &folded::cpu(&w.profile, names))?
         }
-        (ExportFormat::Pprof, Source::Cpu(l)) => pprof::write(&pprof::cpu(l, cpu(l)), out)?,
-        (ExportFormat::Pprof, Source::OffCpu(l, w)) => {
-            pprof::write(&pprof::cpu(l, off_cpu(w)), out)?
+        (ExportFormat::Pprof, Source::Cpu(c)) => pprof::write(&pprof::cpu(ctx, cpu(c)), out)?,
+        (ExportFormat::Pprof, Source::OffCpu(w)) => {
+            pprof::write(&pprof::cpu(ctx, off_cpu(w)), out)?
         }
-        (ExportFormat::Pprof, Source::Heap(l, p)) => pprof::write(&pprof::heap(l, p), out)?,
-        (ExportFormat::Speedscope, Source::Cpu(l)) => {
-            speedscope::write(&speedscope::cpu(l, cpu(l)), out)?
+        (ExportFormat::Pprof, Source::Heap(_, p)) => pprof::write(&pprof::heap(ctx, p), out)?,
+        (ExportFormat::Speedscope, Source::Cpu(c)) => {
+            speedscope::write(&speedscope::cpu(ctx, cpu(c)), out)?
         }
-        (ExportFormat::Speedscope, Source::OffCpu(l, w)) => {
-            speedscope::write(&speedscope::cpu(l, off_cpu(w)), out)?
+        (ExportFormat::Speedscope, Source::OffCpu(w)) => {
+            speedscope::write(&speedscope::cpu(ctx, off_cpu(w)), out)?
         }
-        (ExportFormat::Speedscope, Source::Heap(l, p)) => {
-            speedscope::write(&speedscope::heap(l, p), out)?
+        (ExportFormat::Speedscope, Source::Heap(_, p)) => {
+            speedscope::write(&speedscope::heap(ctx, p), out)?
         }
-        (ExportFormat::PerfScript, Source::Cpu(l)) => perf_script::write(l, cpu(l), out)?,
-        (ExportFormat::PerfScript, Source::OffCpu(l, w)) => perf_script::write(l, off_cpu(w), out)?,
+        (ExportFormat::PerfScript, Source::Cpu(c)) => perf_script::write(ctx, cpu(c), out)?,
+        (ExportFormat::PerfScript, Source::OffCpu(w)) => perf_script::write(ctx, off_cpu(w), out)?,
         (ExportFormat::Firefox, Source::OffCpu(..)) => bail!(
             "the Firefox Profiler's samples hold CPU time; export off-CPU waits with \
              --format pprof, speedscope, perf-script or collapsed"
@@ -104,13 +106,31 @@ pub fn write(format: ExportFormat, source: Source<'_>, out: &mut dyn Write) -> R
             "`perf script` text holds CPU samples; export a heap recording with \
              --format pprof, speedscope, firefox or collapsed"
         ),
-        (ExportFormat::Firefox, Source::Cpu(l)) => {
-            serde_json::to_writer(&mut *out, &firefox::profile(l, None))?
+        (ExportFormat::Firefox, Source::Cpu(c)) => {
+            serde_json::to_writer(&mut *out, &firefox::profile(ctx, c, None))?
         }
-        (ExportFormat::Firefox, Source::Heap(l, p)) => {
-            serde_json::to_writer(&mut *out, &firefox::profile(l, Some(p)))?
+        (ExportFormat::Firefox, Source::Heap(c, p)) => {
+            serde_json::to_writer(&mut *out, &firefox::profile(ctx, c, Some(p)))?
         }
     }
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::output::context::LostMark;
+
+    #[test]
+    fn lost_marks_stop_growing_at_their_cap_and_keep_the_sum() {
+        let mut marks = Vec::new();
+        let n = LostMark::MAX as u64 + 500;
+        for t in 0..n {
+            LostMark::push(&mut marks, t, 2);
+        }
+        assert_eq!(marks.len(), LostMark::MAX);
+        assert_eq!(marks.iter().map(|m| m.count).sum::<u64>(), 2 * n);
+        assert_eq!(marks[LostMark::MAX - 1].time, LostMark::MAX as u64 - 1);
+        assert_eq!(marks[LostMark::MAX - 1].count, 2 + 2 * 500);
+    }
 }

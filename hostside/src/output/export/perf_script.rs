@@ -20,21 +20,21 @@ use std::io::Write;
 
 use anyhow::Result;
 
+use crate::output::context::ReportContext;
 use crate::output::export::Sampled;
-use crate::pipeline::Loaded;
 
 /// Writes every sample (or off-CPU wait, as an `off-cpu` event whose period is the time
 /// waited in nanoseconds) of the recording.
-pub fn write(l: &Loaded, sampled: Sampled<'_>, out: &mut dyn Write) -> Result<()> {
+pub fn write(ctx: &ReportContext, sampled: Sampled<'_>, out: &mut dyn Write) -> Result<()> {
     let cpu = sampled.profile;
-    let event = match l.recording.header().event.as_str() {
+    let event = match ctx.header.event.as_str() {
         _ if sampled.off_cpu => "off-cpu",
         "" => "cpu-clock",
         e => e,
     };
     for s in &cpu.timeline {
         let st = &cpu.stacks[s.stack as usize];
-        let comm = l.processes.name(st.tid, s.time);
+        let comm = ctx.names.at(st.tid, s.time);
         writeln!(
             out,
             "{comm} {:>5} {:>5}.{:06}: {:>10} {event}: ",

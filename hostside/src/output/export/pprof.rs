@@ -23,10 +23,10 @@ use prost::Message;
 use crate::analysis::cpu::StackAddress;
 use crate::analysis::heap::HeapProfile;
 use crate::frames::{FrameId, FrameTable};
+use crate::output::context::ReportContext;
 use crate::output::export::Sampled;
 use crate::output::info::hex;
-use crate::pipeline::Loaded;
-use crate::processes::{MappingView, SpaceKey};
+use crate::processes::{MappingView, Mappings};
 use crate::resolve::KERNEL_MODULE;
 
 /// The generated message types of `profile.proto` (package `perftools.profiles`).
@@ -127,24 +127,25 @@ impl<'a> Builder<'a> {
         lid
     }
 
-    fn mapping(&mut self, l: &Loaded, m: &MappingView) -> u64 {
+    fn mapping(&mut self, maps: &Mappings, m: &MappingView) -> u64 {
         let key = (m.start, m.end, m.pgoff, m.module);
         if let Some(&i) = self.mappings.get(&key) {
             return i;
         }
-        let module = &l.processes.modules[m.module];
+        let Some(module) = maps.module(m) else {
+            return 0;
+        };
         let id = self.push_mapping(&module.path, &module.build_id, m.start, m.end, m.pgoff);
         self.mappings.insert(key, id);
         id
     }
 
     /// A mapping without an address range, for frames whose addresses are not kept.
-    fn module_mapping(&mut self, l: &Loaded, path: &str) -> u64 {
+    fn module_mapping(&mut self, maps: &Mappings, path: &str) -> u64 {
         if let Some(&i) = self.module_mappings.get(path) {
             return i;
         }
-        let build_id = l
-            .processes
+        let build_id = maps
             .modules
             .iter()
             .find(|m| m.path == path)
@@ -186,7 +187,7 @@ impl<'a> Builder<'a> {
     /// the kernel's. `weight` counts the `count` per user mapping, to find the main binary.
     fn locations(
         &mut self,
-        l: &Loaded,
+        all: &Mappings,
         maps: &[MappingView],
         addresses: &[StackAddress],
         frames: &[FrameId],
@@ -203,7 +204,7 @@ impl<'a> Builder<'a> {
                 continue;
             }
             let mapping_id = if a.kernel {
-                self.module_mapping(l, KERNEL_MODULE)
+                self.module_mapping(all, KERNEL_MODULE)
             } else {
                 // The latest mapping wins where a region was mapped again, as in placing.
                 match maps
@@ -211,7 +212,7 @@ impl<'a> Builder<'a> {
                     .rev()
                     .find(|m| m.start <= a.lookup && a.lookup < m.end)
                 {
-                    Some(m) => self.mapping(l, m),
+                    Some(m) => self.mapping(all, m),
                     None => 0,
                 }
             };
@@ -240,10 +241,10 @@ impl<'a> Builder<'a> {
     }
 
     /// Header fields shared by CPU and heap profiles.
-    fn describe(&mut self, l: &Loaded) {
-        let h = l.recording.header();
+    fn describe(&mut self, ctx: &ReportContext) {
+        let h = &ctx.header;
         self.profile.time_nanos = i64::try_from(h.start_unix_ns).unwrap_or(i64::MAX);
-        self.profile.duration_nanos = i64::try_from(l.duration_ns).unwrap_or(i64::MAX);
+        self.profile.duration_nanos = i64::try_from(ctx.duration_ns).unwrap_or(i64::MAX);
         let comment = format!(
             "crossprof recording of `{}` on {}",
             h.command.join(" "),
@@ -256,13 +257,8 @@ impl<'a> Builder<'a> {
     /// Puts the main binary's mapping first, as pprof expects of `mapping[0]`: the recorded
     /// command's executable when one of the mappings is it, else the module that holds the
     /// most sampled locations.
-    fn finish(mut self, l: &Loaded, weight: HashMap<u64, u64>) -> proto::Profile {
-        let exe = l
-            .recording
-            .header()
-            .command
-            .first()
-            .map(|c| basename(c).to_string());
+    fn finish(mut self, ctx: &ReportContext, weight: HashMap<u64, u64>) -> proto::Profile {
+        let exe = ctx.header.command.first().map(|c| basename(c).to_string());
         let by_name = self.profile.mapping.iter().find(|m| {
             let name = usize::try_from(m.filename)
                 .ok()
@@ -305,16 +301,16 @@ fn basename(path: &str) -> &str {
 
 /// CPU samples (or off-CPU waits) as a pprof profile: per stack the number of samples (waits)
 /// and their summed period (CPU or blocked nanoseconds, or the event's count).
-pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> proto::Profile {
+pub fn cpu(ctx: &ReportContext, sampled: Sampled<'_>) -> proto::Profile {
     let cpu = sampled.profile;
     let mut b = Builder::new(&cpu.table);
-    let h = l.recording.header();
+    let h = &ctx.header;
     let (samples_type, period_type) = if sampled.off_cpu {
         (
             b.value_type("waits", "count"),
             b.value_type("off_cpu", "nanoseconds"),
         )
-    } else if sampled.time_event(l) {
+    } else if sampled.time_event(ctx) {
         (
             b.value_type("samples", "count"),
             b.value_type("cpu", "nanoseconds"),
@@ -327,7 +323,7 @@ pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> proto::Profile {
     };
     b.profile.sample_type = vec![samples_type, period_type];
     b.profile.period_type = Some(period_type);
-    if !sampled.off_cpu && sampled.time_event(l) && h.sample_freq > 0 {
+    if !sampled.off_cpu && sampled.time_event(ctx) && h.sample_freq > 0 {
         b.profile.period = 1_000_000_000 / i64::from(h.sample_freq);
     }
     // Samples per stack, counted from the timeline: an off-CPU profile's stack counts are
@@ -339,19 +335,17 @@ pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> proto::Profile {
         }
     }
     b.profile.default_sample_type = period_type.r#type;
-    b.describe(l);
+    b.describe(ctx);
 
-    let mut maps: HashMap<SpaceKey, Vec<MappingView>> = HashMap::new();
     let mut weight: HashMap<u64, u64> = HashMap::new();
+    let all = &ctx.mappings;
     for (s, &n) in cpu.stacks.iter().zip(&per_stack) {
-        let maps = maps
-            .entry(s.space)
-            .or_insert_with(|| l.processes.mappings(s.space));
-        let location_id = b.locations(l, maps, &s.addresses, &s.frames, s.count, &mut weight);
+        let maps = all.of(s.space);
+        let location_id = b.locations(all, maps, &s.addresses, &s.frames, s.count, &mut weight);
         let labels = vec![
             b.label_num("pid", i64::from(s.pid)),
             b.label_num("tid", i64::from(s.tid)),
-            b.label_str("thread", l.processes.name(s.tid, u64::MAX)),
+            b.label_str("thread", ctx.names.get(s.tid)),
         ];
         b.profile.sample.push(proto::Sample {
             location_id,
@@ -362,11 +356,11 @@ pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> proto::Profile {
             label: labels,
         });
     }
-    b.finish(l, weight)
+    b.finish(ctx, weight)
 }
 
 /// The heap analysis of a recording as a pprof heap profile in Go's layout.
-pub fn heap(l: &Loaded, p: &HeapProfile) -> proto::Profile {
+pub fn heap(ctx: &ReportContext, p: &HeapProfile) -> proto::Profile {
     let mut b = Builder::new(&p.table);
     let types = [
         ("alloc_objects", "count"),
@@ -379,25 +373,30 @@ pub fn heap(l: &Loaded, p: &HeapProfile) -> proto::Profile {
     b.profile.sample_type = types.iter().map(|(t, u)| b.value_type(t, u)).collect();
     b.profile.period_type = Some(b.value_type("space", "bytes"));
     b.profile.default_sample_type = b.string("inuse_space");
-    b.describe(l);
+    b.describe(ctx);
     let mut weight: HashMap<u64, u64> = HashMap::new();
-    let mut maps: HashMap<SpaceKey, Vec<MappingView>> = HashMap::new();
+    let all = &ctx.mappings;
     for t in &p.traces {
         let c = &t.counts;
         // A stack's return addresses, each in its mapping, like CPU samples' (an unknown
         // stack has none: its one frame gets a location without an address).
         let covered = t.addresses.iter().map(|a| a.frames as usize).sum::<usize>();
         let location_id = if !t.addresses.is_empty() && covered == t.frames.len() {
-            let maps = maps
-                .entry(t.space)
-                .or_insert_with(|| l.processes.mappings(t.space));
-            b.locations(l, maps, &t.addresses, &t.frames, c.allocations, &mut weight)
+            let maps = all.of(t.space);
+            b.locations(
+                all,
+                maps,
+                &t.addresses,
+                &t.frames,
+                c.allocations,
+                &mut weight,
+            )
         } else {
             t.frames
                 .iter()
                 .map(|&f| {
                     let module = p.table.get(f).module.clone();
-                    let mapping_id = b.module_mapping(l, &module);
+                    let mapping_id = b.module_mapping(all, &module);
                     *weight.entry(mapping_id).or_default() += c.allocations;
                     b.location(mapping_id, 0, &[f])
                 })
@@ -421,7 +420,7 @@ pub fn heap(l: &Loaded, p: &HeapProfile) -> proto::Profile {
             label,
         });
     }
-    b.finish(l, weight)
+    b.finish(ctx, weight)
 }
 
 /// Writes a profile gzip'd, as pprof files are stored.

@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use crate::analysis::heap::HeapProfile;
 use crate::frames::{FrameId, FrameTable};
+use crate::output::context::ReportContext;
 use crate::output::export::Sampled;
-use crate::pipeline::Loaded;
 
 /// The URL speedscope recognises its own files by.
 pub const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
@@ -121,21 +121,21 @@ impl Frames<'_> {
     }
 }
 
-fn file(l: &Loaded, what: &str, frames: Frames<'_>, profiles: Vec<Profile>) -> File {
+fn file(ctx: &ReportContext, what: &str, frames: Frames<'_>, profiles: Vec<Profile>) -> File {
     File {
         schema: SCHEMA,
         shared: Shared {
             frames: frames.frames,
         },
         profiles,
-        name: format!("{what}: {}", l.recording.header().command.join(" ")),
+        name: format!("{what}: {}", ctx.header.command.join(" ")),
         active_profile_index: 0,
         exporter: format!("crossprof hostside {}", env!("CARGO_PKG_VERSION")),
     }
 }
 
 /// CPU samples (or off-CPU waits), one profile per thread (most sampled first).
-pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> File {
+pub fn cpu(ctx: &ReportContext, sampled: Sampled<'_>) -> File {
     let cpu = sampled.profile;
     let mut frames = Frames {
         table: &cpu.table,
@@ -143,7 +143,7 @@ pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> File {
         by_function: HashMap::new(),
         frames: Vec::new(),
     };
-    let time_event = sampled.off_cpu || sampled.time_event(l);
+    let time_event = sampled.off_cpu || sampled.time_event(ctx);
     let mut stacks: Vec<Option<Vec<usize>>> = (0..cpu.stacks.len()).map(|_| None).collect();
     let mut per_thread: HashMap<(u32, u32), Profile> = HashMap::new();
     for s in &cpu.timeline {
@@ -155,12 +155,7 @@ pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> File {
             .entry((st.pid, st.tid))
             .or_insert_with(|| Profile {
                 kind: "sampled",
-                name: format!(
-                    "{} (pid {}, tid {})",
-                    l.processes.name(st.tid, u64::MAX),
-                    st.pid,
-                    st.tid
-                ),
+                name: format!("{} (pid {}, tid {})", ctx.names.get(st.tid), st.pid, st.tid),
                 unit: if time_event { "nanoseconds" } else { "none" },
                 start_value: 0,
                 end_value: 0,
@@ -179,11 +174,11 @@ pub fn cpu(l: &Loaded, sampled: Sampled<'_>) -> File {
         }
     }
     let what = if sampled.off_cpu { "off-CPU" } else { "CPU" };
-    file(l, what, frames, profiles)
+    file(ctx, what, frames, profiles)
 }
 
 /// The heap analysis, one profile per cost type.
-pub fn heap(l: &Loaded, p: &HeapProfile) -> File {
+pub fn heap(ctx: &ReportContext, p: &HeapProfile) -> File {
     let mut frames = Frames {
         table: &p.table,
         index: HashMap::new(),
@@ -222,7 +217,7 @@ pub fn heap(l: &Loaded, p: &HeapProfile) -> File {
             prof
         })
         .collect();
-    file(l, "heap", frames, profiles)
+    file(ctx, "heap", frames, profiles)
 }
 
 /// Writes the file as JSON.
