@@ -2,7 +2,8 @@
 //! records than the whole (frames are all-or-nothing), and what it reads survives a round trip:
 //! written again by the frame writer and read back, the records are the same ones (heap block
 //! handles aside, which the writer hands out anew), followed by the writer's End, and the copy
-//! is complete and undamaged.
+//! is complete and undamaged. [`Reader::next_item`] reads the same records as
+//! [`Reader::next_record`].
 //!
 //! An input whose first byte is odd is the content of a frame rather than a file: the rest is
 //! compressed into one valid zstd frame with its checksum, so that mutations reach the record
@@ -19,8 +20,17 @@ fn read(data: &[u8]) -> Option<(crossprof_format::Header, Vec<Record>)> {
     while let Some(rec) = r.next_record() {
         records.push(rec);
     }
-    let s = r.summary();
+    let s = r.summary().clone();
     assert!(s.bytes_read + s.bytes_discarded <= data.len() as u64);
+    // The heap pass's way through the same bytes hands over the same records.
+    let mut items = Reader::new(data).expect("it opened once");
+    let mut n = 0;
+    while let Some(item) = items.next_item() {
+        assert_eq!(records.get(n), Some(&item.into_record()));
+        n += 1;
+    }
+    assert_eq!(n, records.len());
+    assert_eq!(items.summary(), &s);
     Some((r.header().clone(), records))
 }
 

@@ -12,20 +12,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use crossprof_format::{Alloc, DecodeOptions, Free, Header, Reader, Record, Summary};
-
-/// A record as [`Recording::for_each_item_in_background`] hands it over: heap events, millions
-/// of them, inline; anything else boxed. A [`Record`] is as large as its largest variant (over
-/// 200 bytes), and copying those from thread to thread cost more than decoding them.
-#[derive(Debug)]
-pub enum Item {
-    /// An allocation.
-    Alloc(Alloc),
-    /// A free.
-    Free(Free),
-    /// Any other record.
-    Other(Box<Record>),
-}
+pub use crossprof_format::Item;
+use crossprof_format::{DecodeOptions, Header, Reader, Record, Summary};
 
 /// Items per chunk handed from the decoding thread to the analysis
 /// ([`Recording::for_each_item_in_background`]).
@@ -199,10 +187,8 @@ impl Recording {
                         .try_recv()
                         .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
                     while chunk.len() < CHUNK {
-                        match reader.next_record() {
-                            Some(Record::Alloc(a)) => chunk.push(Item::Alloc(a)),
-                            Some(Record::Free(f)) => chunk.push(Item::Free(f)),
-                            Some(r) => chunk.push(Item::Other(Box::new(r))),
+                        match reader.next_item() {
+                            Some(item) => chunk.push(item),
                             None => break,
                         }
                     }
@@ -255,11 +241,20 @@ struct Segments<'a> {
     summary: Summary,
 }
 
-impl Segments<'_> {
+impl<'a> Segments<'a> {
     fn next_record(&mut self) -> Option<Record> {
+        self.next_as(Reader::next_record)
+    }
+
+    fn next_item(&mut self) -> Option<Item> {
+        self.next_as(Reader::next_item)
+    }
+
+    /// The next of what `next` takes from each segment's reader in turn.
+    fn next_as<T>(&mut self, next: impl Fn(&mut Reader<'a>) -> Option<T>) -> Option<T> {
         loop {
             if let Some(r) = self.reader.as_mut() {
-                if let Some(record) = r.next_record() {
+                if let Some(record) = next(r) {
                     return Some(record);
                 }
                 let s = r.summary();

@@ -37,7 +37,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::codec::{Dec, DecodeError, Enc};
 use crate::live_map::LiveMap;
-use crate::record::{Alloc, Free, Record};
+use crate::record::{Alloc, Free, Item};
 
 const OP_ALLOC: u64 = 0;
 const OP_FREE: u64 = 1;
@@ -350,7 +350,7 @@ impl HeapDecoder {
     /// Decodes codes of process `pid` from `d` until one of them is an event, which is
     /// returned; `None` at the end of the record. An error means the record is malformed (a
     /// forged file or a writer bug; frames are checksummed).
-    pub fn next(&mut self, pid: u32, d: &mut Dec<'_>) -> Result<Option<Record>, DecodeError> {
+    pub fn next(&mut self, pid: u32, d: &mut Dec<'_>) -> Result<Option<Item>, DecodeError> {
         let p = self.process(pid);
         while d.remaining() > 0 {
             let at = d.position();
@@ -368,7 +368,7 @@ impl HeapDecoder {
                         None => p.new_slot().ok_or(DecodeError::BadLength(at))?,
                     };
                     p.push(info, slot);
-                    return Ok(Some(Record::Alloc(Alloc {
+                    return Ok(Some(Item::Alloc(Alloc {
                         time: p.time,
                         pid,
                         tid: p.tid,
@@ -382,7 +382,7 @@ impl HeapDecoder {
                     let slot = p.pop(info).ok_or(DecodeError::BadLength(at))?;
                     p.next[slot as usize] = p.spare;
                     p.spare = slot;
-                    return Ok(Some(Record::Free(Free {
+                    return Ok(Some(Item::Free(Free {
                         time: p.time,
                         pid,
                         tid: p.tid,
@@ -402,7 +402,7 @@ impl HeapDecoder {
                     ESC_TIME => p.time = p.time.wrapping_add(unzigzag(d.u64()?) as u64),
                     ESC_TID => p.tid = d.u32()?,
                     ESC_FREE_UNKNOWN => {
-                        return Ok(Some(Record::Free(Free {
+                        return Ok(Some(Item::Free(Free {
                             time: p.time,
                             pid,
                             tid: p.tid,

@@ -3,6 +3,7 @@
 //! size and stack as the address did (or nothing, when the address was not live).
 
 use super::*;
+use crate::record::Record;
 
 /// What an analysis that tracks blocks by address sees of one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ fn round_trip(events: &[(Option<Record>, u32)]) -> (Vec<Record>, usize) {
             let mut d = Dec::new(&payload);
             let pid = d.u32().unwrap();
             while let Some(r) = dec.next(pid, &mut d).unwrap() {
-                out.push(r);
+                out.push(r.into_record());
             }
             assert_eq!(d.remaining(), 0);
         }

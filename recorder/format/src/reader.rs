@@ -6,7 +6,7 @@
 
 use crate::codec::{Dec, DecodeError};
 use crate::heap_stream::HeapDecoder;
-use crate::record::{DecodeOptions, Header, Record};
+use crate::record::{DecodeOptions, Header, Item, Record};
 use crate::writer::MAX_FRAME_CONTENT;
 
 /// Why reading stopped before the end of the data.
@@ -154,19 +154,30 @@ impl<'a> Reader<'a> {
 
     /// The next record, or `None` at the end of the data or the first damage.
     pub fn next_record(&mut self) -> Option<Record> {
+        self.next_as(Item::into_record, |r| r)
+    }
+
+    /// Like [`Reader::next_record`], as an [`Item`]: for passes over heap events, which then
+    /// move tens of bytes per event instead of a whole [`Record`].
+    pub fn next_item(&mut self) -> Option<Item> {
+        self.next_as(|i| i, Item::from_record)
+    }
+
+    /// The next record, as `heap` makes it of a heap event and `other` of any other record.
+    fn next_as<T>(&mut self, heap: impl Fn(Item) -> T, other: impl Fn(Record) -> T) -> Option<T> {
         loop {
             if let Some(r) = self.pending.pop_front() {
-                return Some(r);
+                return Some(other(r));
             }
             if let Some(c) = self.heap_events {
                 let mut d = Dec::new(&self.frame[c.pos..c.end]);
                 match self.heap.next(c.pid, &mut d) {
-                    Ok(Some(r)) => {
+                    Ok(Some(event)) => {
                         self.heap_events = Some(HeapCursor {
                             pos: c.end - d.remaining(),
                             ..c
                         });
-                        return Some(r);
+                        return Some(heap(event));
                     }
                     Ok(None) => self.heap_events = None,
                     Err(e) => {
@@ -182,7 +193,7 @@ impl<'a> Reader<'a> {
                         if matches!(r, Record::End(_)) {
                             self.summary.complete = true;
                         }
-                        return Some(r);
+                        return Some(other(r));
                     }
                     Err(e) => {
                         // The frame passed its checksum, so this is a writer bug or a forged

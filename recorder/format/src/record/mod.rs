@@ -45,6 +45,40 @@ impl Default for DecodeOptions {
     }
 }
 
+/// A record as a pass over millions of heap events takes it ([`crate::Reader::next_item`]):
+/// allocations and frees inline, anything else boxed. A [`Record`] is as large as its largest
+/// variant (the header, near 300 bytes), and moving one through the reader's layers for each
+/// heap event cost as much as decoding the event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    /// An allocation.
+    Alloc(Alloc),
+    /// A free.
+    Free(Free),
+    /// Any other record.
+    Other(Box<Record>),
+}
+
+impl Item {
+    /// The record this item stands for.
+    pub fn into_record(self) -> Record {
+        match self {
+            Item::Alloc(a) => Record::Alloc(a),
+            Item::Free(f) => Record::Free(f),
+            Item::Other(r) => *r,
+        }
+    }
+
+    /// `r` as an item: heap events inline, anything else boxed.
+    pub fn from_record(r: Record) -> Item {
+        match r {
+            Record::Alloc(a) => Item::Alloc(a),
+            Record::Free(f) => Item::Free(f),
+            r => Item::Other(Box::new(r)),
+        }
+    }
+}
+
 /// Any record. Unknown tags from newer writers decode to [`Record::Unknown`] and are skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
