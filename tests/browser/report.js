@@ -32,6 +32,8 @@ check(npmDir, reportPath, async (page, out) => {
   out.functions = await readTable(page, '#functions');
   out.heap_totals = await page.$eval('#heap-totals', e => e.textContent).catch(() => null);
   out.heap_sites = await readTable(page, '#heap-sites');
+  out.heap_chart = await page.$eval('#heap-chart', e => Object.fromEntries(Object.entries(e.dataset)
+    .map(([k, v]) => [k, Number(v)]))).catch(() => null);
   out.offcpu_functions = await readTable(page, '#offcpu-functions');
   out.activity = await readActivity(page);
   out.flame_names = await page.$$eval('#flame .flame div', es => [...new Set(es.map(e => e.dataset.name))]);

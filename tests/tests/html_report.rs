@@ -423,3 +423,130 @@ fn off_cpu_report_shows_where_and_when_threads_waited() {
         .unwrap();
     assert_eq!(contender, to - from, "{:#}", r["activity_in_range"]);
 }
+
+/// `hostside report --heap --json` of `recording`, with `extra` arguments.
+fn heap_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+    let args = [
+        "report",
+        "--heap",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ];
+    serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).unwrap()
+}
+
+/// The page's heap chart is the report's heap series: the same slices from the same start,
+/// its highest point the peak, its end the bytes still live (leaked) at the end.
+fn assert_same_heap_chart(chart: &Value, report: &Value) {
+    let h = &report["heap"];
+    let t = &h["timeline"];
+    let series = t["heap_bytes"].as_array().unwrap();
+    assert_eq!(chart["startNs"], t["start_ns"], "{chart} {t}");
+    assert_eq!(chart["points"], series.len(), "{chart} {t}");
+    let end =
+        t["start_ns"].as_u64().unwrap() + series.len() as u64 * t["interval_ns"].as_u64().unwrap();
+    assert_eq!(chart["endNs"], end, "{chart}");
+    assert_eq!(chart["maxBytes"], h["peak_bytes"], "{chart}");
+    assert_eq!(
+        chart["maxBytes"].as_u64(),
+        series.iter().filter_map(Value::as_u64).max()
+    );
+    assert_eq!(chart["lastBytes"], h["leaked_bytes"], "{chart}");
+}
+
+#[test]
+fn heap_chart_of_a_window_ends_with_the_window() {
+    // phases.c: alloc_a keeps 1000 blocks of 100 bytes halfway through phase_a; alloc_b frees
+    // them halfway through phase_b. A window that ends at the a→b edge holds them live at its
+    // end, and its chart must end there too (it used to run on, flat, to the recording's end).
+    let p = build("phases.c", "html_heap_window", C_FP);
+    add_system_libs(&p.sysroot, &p.board);
+    let recording = scratch().join("html_heap_window.zst");
+    let o = run_rec(&[
+        "--heap",
+        "--out",
+        recording.to_str().unwrap(),
+        "--",
+        p.board.to_str().unwrap(),
+        "400",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&recording).unwrap();
+    let start = crossprof_format::Reader::new(&bytes)
+        .expect("a recording")
+        .header()
+        .start_clock_ns;
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let edges: Vec<u64> = stderr
+        .lines()
+        .find(|l| l.starts_with("phases "))
+        .unwrap_or_else(|| panic!("no phases line in {stderr}"))
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let ab = edges[1] - start;
+    let to = format!("{}.{:09}", ab / 1_000_000_000, ab % 1_000_000_000);
+
+    let whole = heap_report(&recording, &p.sysroot, &[]);
+    let windowed = heap_report(&recording, &p.sysroot, &["--from", "0", "--to", &to]);
+    let site = |r: &Value, field: &str| -> u64 {
+        r["heap"]["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["function"] == "alloc_a")
+            .map(|s| s[field].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(site(&windowed, "allocations"), 1000);
+    assert_eq!(site(&windowed, "leaked_bytes"), 100_000);
+    assert_eq!(site(&whole, "leaked_bytes"), 0);
+
+    let page = html(&recording, &p.sysroot, "html_heap_whole");
+    let r = report_check(&page, None);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
+    assert_same_heap_chart(&r["heap_chart"], &whole);
+
+    let out = scratch().join("html_heap_window.html");
+    let sr = p.sysroot.to_str().unwrap();
+    let file = recording.to_str().unwrap();
+    let o = out.to_str().unwrap();
+    hostside_ok(&[
+        "html",
+        "--sysroot",
+        sr,
+        file,
+        "--from",
+        "0",
+        "--to",
+        &to,
+        "-o",
+        o,
+    ]);
+    let w = report_check(&out, None);
+    assert_eq!(w["errors"].as_array().unwrap().len(), 0, "{w:#}");
+    let chart = &w["heap_chart"];
+    assert_same_heap_chart(chart, &windowed);
+    // The chart ends in the slice that holds the window's end, not at the recording's.
+    let step = windowed["heap"]["timeline"]["interval_ns"]
+        .as_u64()
+        .unwrap();
+    let end = chart["endNs"].as_u64().unwrap();
+    assert!(
+        end >= ab && end - step < ab,
+        "{chart} ends at {end}, window at {ab}"
+    );
+    assert!(chart["lastBytes"].as_u64().unwrap() >= 100_000, "{chart}");
+    // The totals: "allocations: N" then the next figure.
+    let totals = w["heap_totals"].as_str().unwrap();
+    let n = windowed["heap"]["allocations"].to_string();
+    assert!(
+        totals.contains(&format!("allocations: {n}temporary: ")),
+        "{totals}, not {n} allocations"
+    );
+}

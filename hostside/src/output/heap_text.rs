@@ -273,7 +273,12 @@ pub fn bars(values: &[u64], max: u64, rows: usize) -> Vec<String> {
 fn chart(out: &mut dyn Write, p: &HeapProfile, start: u64) -> io::Result<()> {
     let heap = columns(&p.timeline, CHART_COLUMNS, |b| b.heap_max);
     let max = heap.iter().copied().max().unwrap_or(0);
-    let span = p.end_time.saturating_sub(p.timeline_start);
+    // The series ends with the recording, or with the window when one was selected.
+    let chart_end = p.end_time.min(
+        p.timeline_start
+            .saturating_add((p.timeline.len() as u64).saturating_mul(p.timeline_width)),
+    );
+    let span = chart_end.saturating_sub(p.timeline_start);
     writeln!(
         out,
         "\nHeap over time (peak {} at {}; each column {})",
@@ -303,7 +308,7 @@ fn chart(out: &mut dyn Write, p: &HeapProfile, start: u64) -> io::Result<()> {
     writeln!(out, "  {:>w$} └{}", "", "─".repeat(CHART_COLUMNS))?;
     let t0 = seconds(p.timeline_start.saturating_sub(start));
     let t1 = seconds(p.timeline_start.saturating_sub(start) + span / 2);
-    let t2 = seconds(p.end_time.saturating_sub(start));
+    let t2 = seconds(chart_end.saturating_sub(start));
     let half = CHART_COLUMNS / 2;
     let axis = format!(
         "{t0:<half$}{t1:<rest$}{t2}",

@@ -160,9 +160,15 @@ impl State<'_> {
         let address_spaces = self.spaces.len() as u64;
         let mut anomalies = self.anomalies;
         anomalies.tree = self.tree.anomalies;
+        // A window's series starts and ends with it: past its end its blocks are neither
+        // freed nor counted, and would stay flat to the recording's end.
+        let w = &self.opts.window;
+        let (timeline_start, timeline) = self
+            .timeline
+            .filled_within(w.lo, end_time.min(w.hi.saturating_sub(1)));
         HeapProfile {
-            timeline: self.timeline.filled(end_time),
-            timeline_start: self.timeline.start,
+            timeline,
+            timeline_start,
             timeline_width: self.timeline.width,
             table: self.table,
             totals: self.totals,

@@ -79,6 +79,22 @@ impl Timeline {
     /// The buckets up to `end` (at least one), with gaps filled: a slice without heap events
     /// holds the level the previous one ended at.
     pub fn filled(&self, end: u64) -> Vec<Bucket> {
+        self.filled_within(0, end).1
+    }
+
+    /// [`Timeline::filled`] from the bucket holding `from` on (a time window's chart starts
+    /// and ends with it), with the board time that first bucket starts at.
+    pub fn filled_within(&self, from: u64, end: u64) -> (u64, Vec<Bucket>) {
+        let mut all = self.filled_to(end);
+        let first = ((from.saturating_sub(self.start) / self.width) as usize).min(all.len() - 1);
+        all.drain(..first);
+        let first_start = self
+            .start
+            .saturating_add((first as u64).saturating_mul(self.width));
+        (first_start, all)
+    }
+
+    fn filled_to(&self, end: u64) -> Vec<Bucket> {
         let n = (end.saturating_sub(self.start) / self.width + 1).min(BUCKETS as u64) as usize;
         let last_used = self
             .buckets
@@ -133,6 +149,20 @@ mod tests {
         let f = t.filled(9_000_000_000);
         assert_eq!(f[0].heap_max, Some(100));
         assert_eq!(f[0].rss_max, Some(4096));
+    }
+
+    #[test]
+    fn a_window_cuts_the_series_at_both_ends() {
+        let mut t = Timeline::new(0);
+        t.heap(3_500_000, 10);
+        t.heap(5_200_000, 30);
+        // 1 ms buckets: the window [3 ms, 6 ms) holds buckets 3, 4 and 5.
+        let (first, f) = t.filled_within(3_000_000, 6_000_000 - 1);
+        assert_eq!(first, 3_000_000);
+        let last: Vec<_> = f.iter().map(|b| b.heap_last).collect();
+        assert_eq!(last, vec![Some(10), Some(10), Some(30)]);
+        // A window past the last bucket keeps one.
+        assert_eq!(t.filled_within(u64::MAX, u64::MAX).1.len(), 1);
     }
 
     #[test]

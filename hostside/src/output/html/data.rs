@@ -138,8 +138,14 @@ pub struct Heap {
     pub totals: [u64; 5],
     /// Heap's own peak (max live bytes).
     pub peak_bytes: u64,
-    /// Live heap bytes at the end of each time slice (null before the first event).
+    /// Live heap bytes at the end of each heap time slice (null before the first event).
     pub live: Vec<Option<u64>>,
+    /// The highest live heap bytes in each heap time slice (0 before the first event): the
+    /// series `report --heap --json` gives as `timeline.heap_bytes`.
+    pub live_max: Vec<u64>,
+    /// Start of the first heap time slice, ns after the recording's start (a window's
+    /// series starts and ends with the window).
+    pub live_start_ns: u64,
     /// Width of a heap time slice, ns.
     pub live_slice_ns: u64,
 }
@@ -361,14 +367,14 @@ pub fn gather(ctx: &ReportContext, p: &Profiles<'_>) -> Data {
         sample_slice: rows.iter().map(|r| r.0).collect(),
         sample_stack: rows.iter().map(|r| r.1).collect(),
         sample_count: rows.iter().map(|r| r.2).collect(),
-        heap: p.heap.map(heap_data),
+        heap: p.heap.map(|h| heap_data(h, start)),
         off_cpu: p
             .off_cpu
             .map(|w| off_cpu_data(w, &thread_index, start, slice_ns)),
     }
 }
 
-fn heap_data(p: &HeapProfile) -> Heap {
+fn heap_data(p: &HeapProfile, start: u64) -> Heap {
     let mut b = TableBuilder::new(&p.table);
     let mut costs = Vec::with_capacity(p.traces.len());
     for t in &p.traces {
@@ -395,6 +401,8 @@ fn heap_data(p: &HeapProfile) -> Heap {
         ],
         peak_bytes: tt.peak_bytes,
         live: p.timeline.iter().map(|b| b.heap_last).collect(),
+        live_max: p.timeline.iter().map(|b| b.heap_max.unwrap_or(0)).collect(),
+        live_start_ns: p.timeline_start.saturating_sub(start),
         live_slice_ns: p.timeline_width,
     }
 }

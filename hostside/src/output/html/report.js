@@ -275,12 +275,26 @@
     const names = ['allocations', 'temporary', 'bytes allocated', 'bytes at peak', 'leaked bytes'];
     app.append($('h2', {}, 'Heap'), $('div', {class: 'meta', id: 'heap-totals'},
       ...names.map((n, i) => $('span', {}, `${n}: ${i >= 2 ? bytes(H.totals[i]) : H.totals[i]}`))));
-    // Heap over time.
-    const W = 1000, Hh = 120, max = Math.max(1, ...H.live.map(v => v || 0));
-    const pts = H.live.map((v, i) => `${i * W / Math.max(1, H.live.length - 1)},${Hh - Hh * (v || 0) / max}`).join(' ');
+    // Heap over time: the highest live bytes of each heap slice, on the timeline's time axis
+    // (a --from/--to window's series covers the window only), the selection shaded.
+    const W = 1000, Hh = 120, span = Math.max(1, D.duration_ns, H.live_start_ns + H.live_max.length * H.live_slice_ns);
+    const max = Math.max(1, ...H.live_max), x = ns => (W * ns / span).toFixed(2), y = v => (Hh - Hh * v / max).toFixed(2);
+    const pts = [`${x(H.live_start_ns)},${Hh}`];
+    H.live_max.forEach((v, i) => {
+      const a = H.live_start_ns + i * H.live_slice_ns;
+      pts.push(`${x(a)},${y(v)}`, `${x(a + H.live_slice_ns)},${y(v)}`);
+    });
     const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
     svg.setAttribute('viewBox', `0 0 ${W} ${Hh}`); svg.setAttribute('width', '100%'); svg.setAttribute('height', Hh);
-    svg.innerHTML = `<polyline fill="none" stroke="#e76f51" stroke-width="2" points="${pts}"/>`;
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.id = 'heap-chart';
+    // What the chart shows, for tests and scripts: its span (ns after the recording's start),
+    // its highest point and the live bytes at its end.
+    const ends = H.live.filter(v => v !== null);
+    Object.assign(svg.dataset, {startNs: H.live_start_ns, endNs: H.live_start_ns + H.live_max.length * H.live_slice_ns,
+      maxBytes: Math.max(0, ...H.live_max), lastBytes: ends.length ? ends[ends.length - 1] : 0, points: H.live_max.length});
+    const shade = S.from === null ? '' : `<rect x="${x(S.from * D.slice_ns)}" y="0" width="${x((S.to - S.from + 1) * D.slice_ns)}" height="${Hh}" fill="rgba(60,120,220,.2)"/>`;
+    svg.innerHTML = `${shade}<polyline fill="none" stroke="#e76f51" stroke-width="2" vector-effect="non-scaling-stroke" points="${pts.join(' ')}"/>`;
     app.append($('div', {}, `Live heap over time (peak ${bytes(H.peak_bytes)}, ${secs(H.live_slice_ns)} per step)`), svg);
     // Sites: the innermost frame of each stack.
     const sites = new Map();
