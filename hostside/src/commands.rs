@@ -9,10 +9,11 @@ use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
 use crate::analysis::events;
-use crate::analysis::heap::{self, HeapMetric, HeapOptions};
+use crate::analysis::heap::{self, EventSampling, HeapMetric, HeapOptions};
 use crate::analysis::off_cpu_profile;
 use crate::analysis::thread_timeline;
-use crate::cli::{Cli, Command, HeapGraph};
+use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
+use crate::diagnostics::Kind;
 use crate::filter::Filter;
 use crate::output::diff::Side;
 use crate::output::off_cpu as off_cpu_text;
@@ -190,8 +191,23 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 export::write(format, &ctx, export::Source::OffCpu(&w), &mut out)?;
             } else if heap {
                 require(&l, "heap", l.has_heap, "rec --heap")?;
-                let p = l.heap(HeapOptions::default());
+                // The Firefox Profiler shows each allocation at its time: log them (bounded).
+                let events = match format {
+                    ExportFormat::Firefox => EventSampling::EXPORT,
+                    _ => EventSampling::OFF,
+                };
+                let p = l.heap(HeapOptions {
+                    events,
+                    ..HeapOptions::default()
+                });
                 let ctx = l.context_with(Some(&p), &[]);
+                for d in ctx
+                    .diagnostics
+                    .iter()
+                    .filter(|d| d.kind == Kind::HeapEventsSampled)
+                {
+                    eprintln!("hostside: note: {}", d.message);
+                }
                 let mut out = create(&output)?;
                 export::write(format, &ctx, export::Source::Heap(&l.cpu, &p), &mut out)?;
             } else {

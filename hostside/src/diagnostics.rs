@@ -96,6 +96,9 @@ pub enum Kind {
     HeapUnknownFrees,
     /// Damage in the board's trace tree: unknown node ids, over-deep chains (count: chains).
     HeapTraceTreeDamaged,
+    /// An export that shows each allocation at its time kept one in N, up to a cap (count:
+    /// allocations not shown individually).
+    HeapEventsSampled,
 }
 
 impl Kind {
@@ -129,6 +132,7 @@ impl Kind {
             Kind::HeapStackUnknown => "heap-stack-unknown",
             Kind::HeapUnknownFrees => "heap-unknown-frees",
             Kind::HeapTraceTreeDamaged => "heap-trace-tree-damaged",
+            Kind::HeapEventsSampled => "heap-events-sampled",
         }
     }
 }
@@ -427,6 +431,21 @@ fn heap(h: &HeapProfile, add: &mut impl FnMut(Kind, u64, String)) {
         "allocation stacks referred to unknown trace-tree nodes or looped; they were cut there"
             .into(),
     );
+    if let Some(e) = &h.events {
+        let hidden = e.not_shown();
+        add(
+            Kind::HeapEventsSampled,
+            hidden,
+            format!(
+                "the export shows {} of {} allocations at their times (one in {}, at most {}), \
+                 each with its free; the rest count in the totals only",
+                e.allocations - hidden,
+                e.allocations,
+                e.every,
+                e.cap
+            ),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -166,6 +166,10 @@ impl State<'_> {
         let (timeline_start, timeline) = self
             .timeline
             .filled_within(w.lo, end_time.min(w.hi.saturating_sub(1)));
+        let events = self
+            .log
+            .take()
+            .map(|log| log.finish(|t| trace_row.get(&t).copied()));
         HeapProfile {
             timeline,
             timeline_start,
@@ -180,6 +184,7 @@ impl State<'_> {
             address_spaces,
             anomalies,
             frees_outside: self.frees_outside,
+            events,
         }
     }
 

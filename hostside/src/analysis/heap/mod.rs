@@ -28,8 +28,11 @@
 //! [`trace_tree`] (canonical stacks), [`rules`] and [`live`] (heaptrack's counting rules over
 //! the live blocks of one address space), [`timeline`] (heap and RSS over time), [`finish`]
 //! (sites, traces and totals) into a [`HeapProfile`] ([`profile`]); [`diff`] compares two.
+//! On request, [`events`] logs allocations and frees at their times (bounded, sampled by a
+//! stated rule) for the exports that show each one.
 
 pub mod diff;
+pub mod events;
 pub mod finish;
 pub mod live;
 pub mod profile;
@@ -38,6 +41,7 @@ pub mod stream;
 pub mod timeline;
 pub mod trace_tree;
 
+pub use events::{EventSampling, HeapEvent, HeapEvents};
 pub use profile::{
     HeapAnomalies, HeapCounts, HeapMetric, HeapProfile, HeapTotals, LargeAllocation, Metric,
     SiteRow, TraceRow,
@@ -95,6 +99,9 @@ pub struct HeapOptions {
     /// Only allocations inside this window, of its process and thread, count; frees inside
     /// it release them (see [`crate::filter`] for the rules).
     pub window: Window,
+    /// Which allocations to log with their times for [`HeapProfile::events`] (none by
+    /// default; see [`events`]).
+    pub events: EventSampling,
 }
 
 impl Default for HeapOptions {
@@ -103,6 +110,7 @@ impl Default for HeapOptions {
             largest: 20,
             suppressions: true,
             window: Window::default(),
+            events: EventSampling::OFF,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! the timeline, and the metrics reports and flame graphs weigh them by.
 
 use crate::analysis::cpu::StackAddress;
+use crate::analysis::heap::events::HeapEvents;
 use crate::analysis::heap::timeline::Bucket;
 use crate::analysis::heap::trace_tree::TreeAnomalies;
 use crate::frames::{FrameId, FrameTable};
@@ -147,6 +148,9 @@ pub struct HeapProfile {
     /// With a time or thread filter: frees inside the selection of blocks allocated outside
     /// it (before the window, or by another process or thread), which are not counted.
     pub frees_outside: u64,
+    /// Allocations and frees at their times, when the analysis was asked for them
+    /// ([`crate::analysis::heap::HeapOptions::events`]).
+    pub events: Option<HeapEvents>,
 }
 
 /// A number read off a site's counts.

@@ -9,6 +9,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use crossprof_format::{Alloc, Free, Record};
 use rustc_hash::FxHashMap;
 
+use crate::analysis::heap::events::EventLog;
 use crate::analysis::heap::rules::{Block, SpaceHeap};
 use crate::analysis::heap::timeline::Timeline;
 use crate::analysis::heap::trace_tree::{TraceId, TraceTree, EMPTY_TRACE};
@@ -79,6 +80,8 @@ pub(super) struct State<'a> {
     pub(super) anomalies: HeapAnomalies,
     /// Frees, inside the window, of blocks allocated outside it (only with a filter).
     pub(super) frees_outside: u64,
+    /// Allocations and frees at their times, when [`HeapOptions::events`] asks for them.
+    pub(super) log: Option<EventLog>,
 }
 
 impl<'a> State<'a> {
@@ -116,6 +119,7 @@ impl<'a> State<'a> {
             last_time: start,
             anomalies: HeapAnomalies::default(),
             frees_outside: 0,
+            log: EventLog::new(opts.events),
         }
     }
 }
@@ -230,6 +234,9 @@ impl State<'_> {
             // The older block is never released again: it stays live, as in heaptrack.
             self.anomalies.reused_live_addresses += 1;
         }
+        if let Some(log) = &mut self.log {
+            log.alloc(space, addr, size, trace, time);
+        }
         let acc = self.trace_acc(trace);
         acc.allocations += 1;
         acc.allocated = acc.allocated.saturating_add(size);
@@ -307,6 +314,9 @@ impl State<'_> {
             return;
         };
         let Block { size, trace } = freed.block;
+        if let Some(log) = &mut self.log {
+            log.free(space, addr, time);
+        }
         self.before_change(trace);
         let acc = self.trace_acc(trace);
         acc.live_bytes = acc.live_bytes.saturating_sub(size);

@@ -5,11 +5,15 @@
 //! Frames are labels carrying the symbolized names (the profile needs no symbol server).
 //! CPU samples go to one track per thread at their board time; lost-sample records become
 //! "Lost samples" markers where the board dropped them. A heap recording becomes the
-//! profiler's native-allocation tracks: per allocating stack, one allocation of the bytes later
-//! freed (and their free) plus one of the bytes still live at the end, so its "Allocations"
-//! and "Retained memory" call trees show the bytes allocated and leaked per stack, and a memory
-//! counter shows the live heap over time. The recording keeps no per-allocation times in the
-//! analysis, so those allocation samples sit at the recording's end.
+//! profiler's native-allocation tracks (one per process, as the profiler keeps them) and a
+//! memory counter of the live heap over time. With the analysis' event log
+//! ([`crate::analysis::heap::events`]) each allocation and its free sit at their board times,
+//! with their sizes and the allocating stack (a free has no stack of its own: it carries its
+//! allocation's), so the "Allocations" and "Retained memory" call trees follow a selected time
+//! range; when the log kept one allocation in N (huge recordings), a "Heap events sampled"
+//! marker at the start says so. Without the log, per allocating stack, one allocation of the
+//! bytes later freed (and their free) plus one of the bytes still live sit at the recording's
+//! end.
 
 use std::collections::HashMap;
 
@@ -21,7 +25,7 @@ use fxprof_processed_profile::{
 };
 
 use crate::analysis::cpu::CpuProfile;
-use crate::analysis::heap::HeapProfile;
+use crate::analysis::heap::{HeapEvent, HeapEvents, HeapProfile};
 use crate::frames::{FrameId, FrameTable};
 use crate::output::context::ReportContext;
 use crate::resolve::is_kernel_module;
@@ -58,6 +62,42 @@ impl StaticSchemaMarker for LostMarker {
 
     fn number_field_value(&self, _field_index: u32) -> f64 {
         self.count as f64
+    }
+}
+
+/// A note on the whole profile (e.g. that allocations were sampled), as a marker whose text
+/// the profiler shows in its marker table and tooltip.
+struct NoteMarker {
+    name: StringHandle,
+    text: StringHandle,
+}
+
+impl StaticSchemaMarker for NoteMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "CrossprofNote";
+    const DESCRIPTION: Option<&'static str> = Some("What the export left out, and why.");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.data.text}");
+    const TOOLTIP_LABEL: Option<&'static str> = Some("{marker.data.text}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[StaticSchemaMarkerField {
+        key: "text",
+        label: "Note",
+        format: MarkerFieldFormat::String,
+        flags: MarkerFieldFlags::empty(),
+    }];
+
+    fn name(&self, _profile: &mut Profile) -> StringHandle {
+        self.name
+    }
+
+    fn category(&self, _profile: &mut Profile) -> CategoryHandle {
+        CategoryHandle::OTHER
+    }
+
+    fn string_field_value(&self, _field_index: u32) -> StringHandle {
+        self.text
+    }
+
+    fn number_field_value(&self, _field_index: u32) -> f64 {
+        0.0
     }
 }
 
@@ -197,15 +237,55 @@ pub fn profile(ctx: &ReportContext, cpu: &CpuProfile, heap: Option<&HeapProfile>
     t.profile
 }
 
-/// Allocation samples per stack and the live-heap counter.
-fn heap_tracks(t: &mut Tracks<'_>, p: &HeapProfile) {
+/// Each logged allocation and free at its time, on its process's allocation track.
+fn heap_events(t: &mut Tracks<'_>, p: &HeapProfile, ev: &HeapEvents) {
+    let mut stacks: HashMap<usize, (ThreadHandle, Option<StackHandle>)> = HashMap::new();
+    // Time order (stable: a free stamped with its allocation's coarse tick stays after it);
+    // the stream is in time order per thread, not across threads and processes.
+    let mut order: Vec<&HeapEvent> = ev.events.iter().collect();
+    order.sort_by_key(|e| e.time);
+    for e in order {
+        let Some(tr) = p.traces.get(e.trace) else {
+            continue;
+        };
+        let (thread, stack) = match stacks.get(&e.trace) {
+            Some(&s) => s,
+            None => {
+                let thread = t.thread(tr.pid, tr.pid);
+                let s = (thread, t.stack(thread, &p.table, &tr.frames));
+                stacks.insert(e.trace, s);
+                s
+            }
+        };
+        let ts = t.at(e.time);
+        t.profile
+            .add_allocation_sample(thread, ts, stack, e.id, e.size);
+    }
+    let hidden = ev.not_shown();
+    if let (true, Some(tr)) = (hidden > 0, p.traces.first()) {
+        let thread = t.thread(tr.pid, tr.pid);
+        let name = t.profile.intern_string("Heap events sampled");
+        let text = t.profile.intern_string(&format!(
+            "{} of {} allocations shown at their times (one in {}, at most {}), each with its \
+             free; the counter and `hostside report --heap` count them all",
+            ev.allocations - hidden,
+            ev.allocations,
+            ev.every,
+            ev.cap
+        ));
+        let ts = t.at(t.start);
+        t.profile
+            .add_marker(thread, MarkerTiming::Instant(ts), NoteMarker { name, text });
+    }
+}
+
+/// Allocation samples per stack, at the recording's end (without an event log).
+fn heap_sums(t: &mut Tracks<'_>, p: &HeapProfile) {
     let end = t.at(p.end_time.max(t.start));
     // Unique addresses pair each aggregated allocation with its free; they are no real
     // addresses.
     let mut address = 0u64;
-    let mut first_pid = None;
     for tr in &p.traces {
-        first_pid.get_or_insert(tr.pid);
         let thread = t.thread(tr.pid, tr.pid);
         let stack = t.stack(thread, &p.table, &tr.frames);
         let c = &tr.counts;
@@ -225,7 +305,15 @@ fn heap_tracks(t: &mut Tracks<'_>, p: &HeapProfile) {
                 .add_allocation_sample(thread, end, stack, address, size);
         }
     }
-    if let Some(pid) = first_pid {
+}
+
+/// The allocation tracks and the live-heap counter.
+fn heap_tracks(t: &mut Tracks<'_>, p: &HeapProfile) {
+    match &p.events {
+        Some(ev) => heap_events(t, p, ev),
+        None => heap_sums(t, p),
+    }
+    if let Some(pid) = p.traces.first().map(|tr| tr.pid) {
         let process = t.process(pid);
         let counter = t.profile.add_counter(
             process,
