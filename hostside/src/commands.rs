@@ -229,12 +229,18 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 return html_diff(&file, &new, &symbols.lookup(), &filter, &output);
             }
             let l = load(&file, &symbols.lookup(), &filter)?;
-            let heap = l.has_heap.then(|| l.heap(HeapOptions::default()));
+            let grid = o::html::grid(l.recording.header().start_clock_ns, l.duration_ns);
+            let heap = l.has_heap.then(|| {
+                l.heap(HeapOptions {
+                    slices: Some(o::html::heap_slices(&grid)),
+                    ..HeapOptions::default()
+                })
+            });
             let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l));
             let ctx = l.context(heap.as_ref());
             let timeline = l
                 .has_switches
-                .then(|| thread_timeline::build_on(&l, Some(o::html::grid(&ctx))))
+                .then(|| thread_timeline::build_on(&l, Some(grid)))
                 .flatten();
             let profiles = o::html::Profiles {
                 cpu: &l.cpu,

@@ -3,6 +3,7 @@
 // appear), then drag a time range on the timeline (every view is re-filtered). Prints one JSON
 // object with what the page showed at each step.
 // Usage: node report.js NPM_DIR REPORT.html [SCREENSHOT.png]
+// CROSSPROF_DRAG=FROM,TO: drag between these fractions of the timeline's width (0.2,0.6).
 'use strict';
 const [npmDir, reportPath, screenshot] = process.argv.slice(2);
 const {check} = require('./browser.js');
@@ -13,7 +14,11 @@ const readTable = (page, sel) => page.evaluate(s => {
   const heads = [...t.querySelectorAll('th')].map(th => th.dataset.key);
   return [...t.querySelectorAll('tr')].slice(1).map(tr => {
     const o = {};
-    [...tr.children].forEach((td, i) => { o[heads[i]] = td.textContent; });
+    [...tr.children].forEach((td, i) => {
+      o[heads[i]] = td.textContent;
+      // The exact number behind a formatted cell ("2.00 MB").
+      if (td.dataset.value) o[heads[i] + '_n'] = Number(td.dataset.value);
+    });
     return o;
   });
 }, sel);
@@ -50,18 +55,22 @@ check(npmDir, reportPath, async (page, out) => {
     });
   }
   if (await page.$('#timeline canvas')) {
-    // Drag on the first thread's timeline from 20% to 60% of its width.
+    // Drag on the first thread's timeline, from 20% to 60% of its width unless told.
+    const [a, b] = (process.env.CROSSPROF_DRAG || '0.2,0.6').split(',').map(Number);
     const box = await (await page.$('#timeline canvas')).boundingBox();
     const y = box.y + box.height / 2;
-    await page.mouse.move(box.x + box.width * 0.2, y);
+    await page.mouse.move(box.x + box.width * a, y);
     await page.mouse.down();
-    await page.mouse.move(box.x + box.width * 0.6, y, {steps: 5});
+    await page.mouse.move(box.x + box.width * b, y, {steps: 5});
     await page.mouse.up();
     await page.waitForFunction(() => document.querySelector('#selection').dataset.fromNs !== '');
     out.range_ns = await page.$eval('#selection', e => [Number(e.dataset.fromNs), Number(e.dataset.toNs)]);
     out.functions_in_range = await readTable(page, '#functions');
     out.offcpu_functions_in_range = await readTable(page, '#offcpu-functions');
     out.activity_in_range = await readActivity(page);
+    out.heap_totals_in_range = await page.$$eval('#heap-totals span', es => es.map(e => e.dataset.value === '' ? null : Number(e.dataset.value)))
+      .catch(() => null);
+    out.heap_sites_in_range = await readTable(page, '#heap-sites');
   }
   if (screenshot) await page.screenshot({path: screenshot, fullPage: false});
 });

@@ -141,19 +141,33 @@ pub fn speedscope_ns(text: &str) -> f64 {
 /// after selecting the hottest function and dragging a time range, and a screenshot when
 /// `screenshot` is given.
 pub fn report_check(file: &Path, screenshot: Option<&Path>) -> Value {
-    browser_check("report.js", file, screenshot)
+    browser_check("report.js", file, screenshot, None)
+}
+
+/// [`report_check`] dragging from `from` to `to` (fractions of the timeline's width) instead
+/// of from 20% to 60%.
+pub fn report_check_range(file: &Path, (from, to): (f64, f64)) -> Value {
+    browser_check("report.js", file, None, Some(format!("{from},{to}")))
 }
 
 /// Runs `tests/browser/diff.js` on a `hostside html OLD NEW` page: its tables with the
 /// exact values of their cells, the differential flame graph's frames and changes.
 pub fn diff_page_check(file: &Path) -> Value {
-    browser_check("diff.js", file, None)
+    browser_check("diff.js", file, None, None)
 }
 
 /// Runs the headless-Chromium driver `tests/browser/SCRIPT` on a page and parses the JSON it
-/// prints.
-fn browser_check(script: &str, file: &Path, screenshot: Option<&Path>) -> Value {
+/// prints; `drag` goes to it as `CROSSPROF_DRAG`.
+fn browser_check(
+    script: &str,
+    file: &Path,
+    screenshot: Option<&Path>,
+    drag: Option<String>,
+) -> Value {
     let mut cmd = Command::new("node");
+    if let Some(d) = drag {
+        cmd.env("CROSSPROF_DRAG", d);
+    }
     cmd.arg(root().join("tests/browser").join(script))
         .arg(npm_dir())
         .arg(file);
@@ -167,4 +181,32 @@ fn browser_check(script: &str, file: &Path, screenshot: Option<&Path>) -> Value 
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).expect("report.js prints JSON")
+}
+
+/// `hostside html --sysroot SYSROOT RECORDING -o TAG.html` in the scratch directory; the page.
+pub fn html_page(recording: &Path, sysroot: &Path, tag: &str) -> PathBuf {
+    let out = crate::scratch().join(format!("{tag}.html"));
+    crate::hostside_ok(&[
+        "html",
+        "--sysroot",
+        sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    out
+}
+
+/// The row named `name` of a table [`report_check`] read.
+pub fn page_row<'a>(rows: &'a Value, name: &str) -> &'a Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in the page's table: {rows:#}"))
+}
+
+/// A table cell that shows a whole number.
+pub fn page_num(v: &Value) -> u64 {
+    v.as_str().unwrap().parse().unwrap()
 }

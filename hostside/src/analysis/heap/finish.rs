@@ -170,7 +170,13 @@ impl State<'_> {
             .log
             .take()
             .map(|log| log.finish(|t| trace_row.get(&t).copied()));
+        let slices = self
+            .slices
+            .take()
+            .map(|log| log.cells(|t| trace_row.get(&t).copied()))
+            .unwrap_or_default();
         HeapProfile {
+            slices,
             timeline,
             timeline_start,
             timeline_width: self.timeline.width,

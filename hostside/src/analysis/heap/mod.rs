@@ -26,7 +26,7 @@
 //!
 //! The parts, in the order data flows through them: [`stream`] (the pass over the events),
 //! [`trace_tree`] (canonical stacks), [`rules`] and [`live`] (heaptrack's counting rules over
-//! the live blocks of one address space), [`timeline`] (heap and RSS over time), [`finish`]
+//! the live blocks of one address space), [`timeline`] (heap and RSS over time), [`slices`] (allocations by time slice, on request), [`finish`]
 //! (sites, traces and totals) into a [`HeapProfile`] ([`profile`]); [`diff`] compares two.
 //! On request, [`events`] logs allocations and frees at their times (bounded, sampled by a
 //! stated rule) for the exports that show each one.
@@ -37,6 +37,7 @@ pub mod finish;
 pub mod live;
 pub mod profile;
 pub mod rules;
+pub mod slices;
 pub mod stream;
 pub mod timeline;
 pub mod trace_tree;
@@ -102,6 +103,9 @@ pub struct HeapOptions {
     /// Which allocations to log with their times for [`HeapProfile::events`] (none by
     /// default; see [`events`]).
     pub events: EventSampling,
+    /// Also cut the allocations in these time slices ([`HeapProfile::slices`]), for views
+    /// that select a time range afterwards.
+    pub slices: Option<slices::SliceGrid>,
 }
 
 impl Default for HeapOptions {
@@ -111,6 +115,7 @@ impl Default for HeapOptions {
             suppressions: true,
             window: Window::default(),
             events: EventSampling::OFF,
+            slices: None,
         }
     }
 }

@@ -137,6 +137,9 @@ pub struct HeapProfile {
     pub timeline_start: u64,
     /// Width of a timeline bucket, ns.
     pub timeline_width: u64,
+    /// The allocations by time slice, when [`crate::analysis::heap::HeapOptions::slices`]
+    /// asked for them (empty otherwise).
+    pub slices: Vec<crate::analysis::heap::slices::SliceCell>,
     /// Board time of the last event (the End record when there is one).
     pub end_time: u64,
     /// Heap events the board reported as dropped (`Lost { kind: "heap" }`).

@@ -11,6 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::heap::events::EventLog;
 use crate::analysis::heap::rules::{Block, SpaceHeap};
+use crate::analysis::heap::slices::SliceLog;
 use crate::analysis::heap::timeline::Timeline;
 use crate::analysis::heap::trace_tree::{TraceId, TraceTree, EMPTY_TRACE};
 use crate::analysis::heap::{
@@ -82,6 +83,8 @@ pub(super) struct State<'a> {
     pub(super) frees_outside: u64,
     /// Allocations and frees at their times, when [`HeapOptions::events`] asks for them.
     pub(super) log: Option<EventLog>,
+    /// Allocations by time slice, when asked for.
+    pub(super) slices: Option<SliceLog>,
 }
 
 impl<'a> State<'a> {
@@ -120,6 +123,7 @@ impl<'a> State<'a> {
             anomalies: HeapAnomalies::default(),
             frees_outside: 0,
             log: EventLog::new(opts.events),
+            slices: opts.slices.map(SliceLog::new),
         }
     }
 }
@@ -234,6 +238,9 @@ impl State<'_> {
             // The older block is never released again: it stays live, as in heaptrack.
             self.anomalies.reused_live_addresses += 1;
         }
+        if let Some(cells) = &mut self.slices {
+            cells.alloc(space, addr, size, trace, time);
+        }
         if let Some(log) = &mut self.log {
             log.alloc(space, addr, size, trace, time);
         }
@@ -316,6 +323,9 @@ impl State<'_> {
         let Block { size, trace } = freed.block;
         if let Some(log) = &mut self.log {
             log.free(space, addr, time);
+        }
+        if let Some(cells) = &mut self.slices {
+            cells.free(space, addr, (size, trace), time, freed.temporary);
         }
         self.before_change(trace);
         let acc = self.trace_acc(trace);

@@ -148,6 +148,24 @@ pub struct Heap {
     pub live_start_ns: u64,
     /// Width of a heap time slice, ns.
     pub live_slice_ns: u64,
+    /// Whether each stack matches one of heaptrack's leak suppressions (its blocks live at
+    /// the end are not leaks).
+    pub suppressed: Vec<bool>,
+    /// Allocation cells on the page's time slices (see
+    /// [`crate::analysis::heap::slices`]): stack, the slice of the allocations, the slice of
+    /// their frees (null: live at the end), count, bytes and how many heaptrack counts
+    /// temporary, in parallel arrays. What the timeline's selection sums up.
+    pub cell_stack: Vec<u32>,
+    /// See `cell_stack`.
+    pub cell_alloc: Vec<u32>,
+    /// See `cell_stack`.
+    pub cell_free: Vec<Option<u32>>,
+    /// See `cell_stack`.
+    pub cell_count: Vec<u64>,
+    /// See `cell_stack`.
+    pub cell_bytes: Vec<u64>,
+    /// See `cell_stack`.
+    pub cell_temporary: Vec<u64>,
 }
 
 /// Builds the tables of a frame table's stacks.
@@ -404,5 +422,12 @@ fn heap_data(p: &HeapProfile, start: u64) -> Heap {
         live_max: p.timeline.iter().map(|b| b.heap_max.unwrap_or(0)).collect(),
         live_start_ns: p.timeline_start.saturating_sub(start),
         live_slice_ns: p.timeline_width,
+        suppressed: p.traces.iter().map(|t| t.suppressed).collect(),
+        cell_stack: p.slices.iter().map(|c| c.trace).collect(),
+        cell_alloc: p.slices.iter().map(|c| c.allocated).collect(),
+        cell_free: p.slices.iter().map(|c| c.freed).collect(),
+        cell_count: p.slices.iter().map(|c| c.allocations).collect(),
+        cell_bytes: p.slices.iter().map(|c| c.bytes).collect(),
+        cell_temporary: p.slices.iter().map(|c| c.temporary).collect(),
     }
 }

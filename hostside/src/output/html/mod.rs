@@ -8,7 +8,11 @@
 //! and zoom, and for heap recordings the heap over time, the sites by cost type and a flame
 //! graph per cost type, and for off-CPU recordings when each thread ran and waited (on the
 //! timeline, from the context switches) and where it waited (table and flame graph, of the
-//! waits cut to the selection). The Rust side only gathers the data ([`data`]) from the
+//! waits cut to the selection). Under a timeline selection the heap views count the
+//! allocations made in it, those freed in it that heaptrack counts temporary, and the bytes
+//! still live at its end (from the heap analysis' allocation cells on the page's slices); the
+//! peak of a selection is not known in the page (`hostside html --from/--to` computes it).
+//! The Rust side only gathers the data ([`data`]) from the
 //! profiles and the [`ReportContext`], never the loader; `report.js` computes every view from
 //! it in the browser, so a selection needs no round trip. `common.js` is what both pages
 //! (this one and the comparison) start with.
@@ -24,6 +28,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use crate::analysis::cpu::CpuProfile;
+use crate::analysis::heap::slices::SliceGrid;
 use crate::analysis::heap::HeapProfile;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::analysis::thread_timeline::{Grid, ThreadTimeline};
@@ -49,19 +54,28 @@ pub struct Profiles<'a> {
     pub threads: Option<&'a ThreadTimeline>,
 }
 
-/// The page's time slices for the recording `ctx` describes: at most [`data::TIME_SLICES`]
-/// from the recording's start to its end. A thread timeline built on them (see
-/// [`crate::analysis::thread_timeline::build_on`]) adds up exactly over any selection.
-pub fn grid(ctx: &ReportContext) -> Grid {
-    let start = ctx.header.start_clock_ns;
-    let slice_ns = data::slice_ns(ctx.duration_ns);
-    let columns = ctx.duration_ns.div_ceil(slice_ns).max(1);
+/// The page's time slices for a recording that started at `start` (board clock) and lasted
+/// `duration_ns`: at most [`data::TIME_SLICES`] from its start to its end. A thread timeline
+/// (see [`crate::analysis::thread_timeline::build_on`]) and the heap's allocation cells (see
+/// [`heap_slices`]) built on them add up exactly over any selection.
+pub fn grid(start: u64, duration_ns: u64) -> Grid {
+    let slice_ns = data::slice_ns(duration_ns);
+    let columns = duration_ns.div_ceil(slice_ns).max(1);
     Grid {
         start,
         slice_ns,
         columns: columns as usize,
         lo: start,
         hi: start.saturating_add(columns.saturating_mul(slice_ns)),
+    }
+}
+
+/// The heap analysis' time slices for the page of `grid`.
+pub fn heap_slices(grid: &Grid) -> SliceGrid {
+    SliceGrid {
+        start: grid.start,
+        slice_ns: grid.slice_ns,
+        count: grid.columns.min(data::TIME_SLICES as usize) as u32,
     }
 }
 

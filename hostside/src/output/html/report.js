@@ -73,12 +73,13 @@
   function sortable(columns, rows, initial, onRow, selected) {
     let key = initial, table = $('table', {});
     const draw = () => {
-      rows.sort((a, b) => (typeof a[key] === 'string' ? a[key].localeCompare(b[key]) : b[key] - a[key]));
+      rows.sort((a, b) => (typeof a[key] === 'string' ? a[key].localeCompare(b[key]) : (b[key] ?? -1) - (a[key] ?? -1)));
       table.replaceChildren($('tr', {}, ...columns.map(c => $('th', {class: c.cls || '', 'data-key': c.key,
         onclick: () => { key = c.key; draw(); }}, c.title + (c.key === key ? ' ▾' : '')))));
       for (const r of rows) {
         const tr = $('tr', {class: selected && selected(r) ? 'sel' : '', onclick: () => onRow && onRow(r)},
-          ...columns.map(c => $('td', {class: c.cls || ''}, c.show ? c.show(r) : r[c.key])));
+          ...columns.map(c => $('td', Object.assign({class: c.cls || ''}, typeof r[c.key] === 'number' ? {'data-value': r[c.key]} : {}),
+            c.show ? c.show(r) : r[c.key])));
         table.append(tr);
       }
     };
@@ -270,11 +271,32 @@
       $('div', {id: 'flame'}, flame(T, w, S.zoom, z => { S.zoom = z; render(); })));
   }
 
+  // Heap costs per stack and in total (allocations, temporary, bytes allocated, bytes at the
+  // peak, leaked bytes). Under a timeline selection, from the allocation cells: the
+  // allocations made in it, those of them freed in it that heaptrack counts temporary, their
+  // bytes, and the bytes still live at its end; the bytes at the peak of a selection are not
+  // known here (null: hostside html --from/--to computes them).
+  function heapCosts(H) {
+    if (S.from === null) return {costs: H.costs, totals: H.totals};
+    const costs = H.costs.map(() => [0, 0, 0, null, 0]), totals = [0, 0, 0, null, 0];
+    for (let i = 0; i < H.cell_stack.length; i++) {
+      const a = H.cell_alloc[i];
+      if (a < S.from || a > S.to) continue;
+      const st = H.cell_stack[i], f = H.cell_free[i], freed = f !== null && f <= S.to;
+      const add = [H.cell_count[i], freed ? H.cell_temporary[i] : 0, H.cell_bytes[i], 0,
+        freed || H.suppressed[st] ? 0 : H.cell_bytes[i]];
+      for (const k of [0, 1, 2, 4]) { costs[st][k] += add[k]; totals[k] += add[k]; }
+    }
+    return {costs, totals};
+  }
+
   function heapViews(app) {
-    const H = D.heap, T = H.tables;
+    const H = D.heap, T = H.tables, {costs, totals} = heapCosts(H);
     const names = ['allocations', 'temporary', 'bytes allocated', 'bytes at peak', 'leaked bytes'];
-    app.append($('h2', {}, 'Heap'), $('div', {class: 'meta', id: 'heap-totals'},
-      ...names.map((n, i) => $('span', {}, `${n}: ${i >= 2 ? bytes(H.totals[i]) : H.totals[i]}`))));
+    const show = (v, k) => (v === null ? '—' : k >= 2 ? bytes(v) : v);
+    app.append($('h2', {}, S.from === null ? 'Heap' : 'Heap: allocations made in the selection, leaked = still live at its end'),
+      $('div', {class: 'meta', id: 'heap-totals'},
+        ...names.map((n, i) => $('span', {'data-value': totals[i] === null ? '' : totals[i]}, `${n}: ${show(totals[i], i)}`))));
     // Heap over time: the highest live bytes of each heap slice, on the timeline's time axis
     // (a --from/--to window's series covers the window only), the selection shaded.
     const W = 1000, Hh = 120, span = Math.max(1, D.duration_ns, H.live_start_ns + H.live_max.length * H.live_slice_ns);
@@ -302,17 +324,17 @@
       if (!st.length) return;
       const fr = st[st.length - 1], key = T.frame_func[fr] + ':' + T.frame_line[fr];
       const s = sites.get(key) || {f: T.frame_func[fr], line: T.frame_line[fr], c: [0, 0, 0, 0, 0]};
-      H.costs[i].forEach((v, k) => { s.c[k] += v; });
+      costs[i].forEach((v, k) => { s.c[k] = v === null || s.c[k] === null ? null : s.c[k] + v; });
       sites.set(key, s);
     });
     app.append($('div', {id: 'heap-sites'}, sortable([
-      ...names.map((n, k) => ({key: 'c' + k, title: n, show: r => (k >= 2 ? bytes(r['c' + k]) : r['c' + k])})),
+      ...names.map((n, k) => ({key: 'c' + k, title: n, show: r => show(r['c' + k], k)})),
       {key: 'name', title: 'Site', cls: 'name'}, {key: 'loc', title: 'Location', cls: 'name'}],
-    [...sites.values()].map(s => Object.assign({name: T.func_name[s.f], loc: location(T, s.f, s.line)},
+    [...sites.values()].filter(s => S.from === null || s.c[0] > 0).map(s => Object.assign({name: T.func_name[s.f], loc: location(T, s.f, s.line)},
       ...s.c.map((v, k) => ({['c' + k]: v})))), 'c0')));
     const costSel = $('select', {}, ...names.map((n, k) => { const o = $('option', {value: k}, n); if (k === S.heapCost) o.selected = true; return o; }));
     costSel.addEventListener('change', () => { S.heapCost = Number(costSel.value); S.heapZoom = []; render(); });
-    const w = H.costs.map(c => c[S.heapCost]);
+    const w = costs.map(c => c[S.heapCost] || 0);
     app.append($('h2', {}, 'Heap flame graph'), costSel,
       $('div', {id: 'heap-flame'}, flame(T, w, S.heapZoom, z => { S.heapZoom = z; render(); })));
   }

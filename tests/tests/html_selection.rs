@@ -1,0 +1,328 @@
+//! Issue 15: the HTML report's timeline selection filters the off-CPU and heap views too,
+//! checked in headless Chromium (tests/browser/report.js) against `hostside report
+//! --off-cpu/--heap --from/--to` of the dragged range, to the nanosecond and the byte. For
+//! an off-CPU recording (mutex_split.c) the timeline shows each thread's running and waiting
+//! time from its context switches; for a heap recording (phases.c) the heap chart is the
+//! report's series, and a `--from/--to` window's chart ends with the window.
+
+use std::path::Path;
+
+use crossprof_tests::consumers::*;
+use crossprof_tests::*;
+use serde_json::Value;
+
+/// `hostside report --off-cpu --json` of `recording`, with `extra` arguments.
+fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+    let args = [
+        "report",
+        "--off-cpu",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ];
+    serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).unwrap()
+}
+
+/// The page's off-CPU table lists exactly the report's functions with their nanoseconds, and
+/// its timeline each thread's running and waiting nanoseconds as the report's timeline has
+/// them.
+fn assert_same_waits(rows: &Value, activity: &Value, report: &Value) {
+    let rows = rows.as_array().unwrap();
+    let funcs = report["off_cpu"]["functions"].as_array().unwrap();
+    assert_eq!(rows.len(), funcs.len(), "page {rows:#?} report {funcs:#?}");
+    for f in funcs {
+        let name = f["function"].as_str().unwrap();
+        let r = rows.iter().find(|r| r["name"] == name).unwrap();
+        assert_eq!(
+            page_num(&r["self"]),
+            f["self_ns"].as_u64().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            page_num(&r["total"]),
+            f["total_ns"].as_u64().unwrap(),
+            "{name}"
+        );
+    }
+    let threads = report["timeline"]["threads"].as_array().unwrap();
+    let activity = activity.as_array().unwrap();
+    assert_eq!(activity.len(), threads.len(), "{activity:?} {threads:#?}");
+    for t in threads {
+        let a = activity
+            .iter()
+            .find(|a| a["tid"] == t["tid"])
+            .unwrap_or_else(|| panic!("thread {} not on the page's timeline", t["tid"]));
+        assert_eq!(a["running"], t["running_ns"], "{a} {t}");
+        assert_eq!(a["waiting"], t["waiting_ns"], "{a} {t}");
+    }
+}
+
+#[test]
+fn off_cpu_report_shows_where_and_when_threads_waited() {
+    // mutex_split.c: the contender waits 3x longer for the lock (take_lock) than it sleeps
+    // between turns (wait_turn); see tests/tests/off_cpu.rs.
+    let p = build("mutex_split.c", "html_offcpu", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let recording = scratch().join("html_offcpu.zst");
+    record(
+        &recording,
+        &["--off-cpu"],
+        &[p.board.to_str().unwrap(), "20"],
+    );
+    let report = off_cpu_report(&recording, &p.sysroot, &[]);
+    let page = html_page(&recording, &p.sysroot, "html_offcpu");
+    let r = report_check(&page, None);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
+    // The whole recording: the report's waits, and its timeline from the same switches.
+    assert_same_waits(&r["offcpu_functions"], &r["activity"], &report);
+    let rows = &r["offcpu_functions"];
+    let s = share(
+        page_num(&page_row(rows, "take_lock")["total"]),
+        page_num(&page_row(rows, "wait_turn")["total"]),
+    );
+    assert!(
+        (70.0..=80.0).contains(&s),
+        "take_lock's share on the page is {s:.1}%"
+    );
+    // Three threads (main, holder, contender), each of which waited.
+    let activity = r["activity"].as_array().unwrap();
+    assert_eq!(activity.len(), 3, "{activity:?}");
+    assert!(activity.iter().all(|a| a["waiting"].as_u64().unwrap() > 0));
+
+    // The dragged range: every off-CPU number is the waits clipped to it, as
+    // `hostside report --off-cpu --from/--to` of that range (seconds from the recording's
+    // start, end exclusive) computes them.
+    let start = r["start_ns"].as_u64().unwrap();
+    let (from, to) = (
+        r["range_ns"][0].as_u64().unwrap() - start,
+        r["range_ns"][1].as_u64().unwrap() - start,
+    );
+    let secs = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let windowed = off_cpu_report(
+        &recording,
+        &p.sysroot,
+        &["--from", &secs(from), "--to", &secs(to)],
+    );
+    assert_same_waits(
+        &r["offcpu_functions_in_range"],
+        &r["activity_in_range"],
+        &windowed,
+    );
+    // The selection narrowed the waits: 40% of the recording, every thread alive in it for
+    // exactly its length (all three live from start to end).
+    let ranged = &r["offcpu_functions_in_range"];
+    let (a, b) = (
+        page_num(&page_row(ranged, "take_lock")["total"]),
+        page_num(&page_row(ranged, "wait_turn")["total"]),
+    );
+    assert!(
+        a < page_num(&page_row(rows, "take_lock")["total"]),
+        "{ranged:#}"
+    );
+    assert!(
+        b < page_num(&page_row(rows, "wait_turn")["total"]),
+        "{ranged:#}"
+    );
+    let contender = r["activity_in_range"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["running"].as_u64().unwrap() + t["waiting"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(contender, to - from, "{:#}", r["activity_in_range"]);
+}
+
+/// `hostside report --heap --json` of `recording`, with `extra` arguments.
+fn heap_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+    let args = [
+        "report",
+        "--heap",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        sysroot.to_str().unwrap(),
+        recording.to_str().unwrap(),
+    ];
+    serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).unwrap()
+}
+
+/// The page's heap chart is the report's heap series: the same slices from the same start,
+/// its highest point the peak, its end the bytes still live (leaked) at the end.
+fn assert_same_heap_chart(chart: &Value, report: &Value) {
+    let h = &report["heap"];
+    let t = &h["timeline"];
+    let series = t["heap_bytes"].as_array().unwrap();
+    assert_eq!(chart["startNs"], t["start_ns"], "{chart} {t}");
+    assert_eq!(chart["points"], series.len(), "{chart} {t}");
+    let end =
+        t["start_ns"].as_u64().unwrap() + series.len() as u64 * t["interval_ns"].as_u64().unwrap();
+    assert_eq!(chart["endNs"], end, "{chart}");
+    assert_eq!(chart["maxBytes"], h["peak_bytes"], "{chart}");
+    assert_eq!(
+        chart["maxBytes"].as_u64(),
+        series.iter().filter_map(Value::as_u64).max()
+    );
+    assert_eq!(chart["lastBytes"], h["leaked_bytes"], "{chart}");
+}
+
+#[test]
+fn heap_views_follow_the_selection_and_a_windows_chart_ends_with_it() {
+    // phases.c: alloc_a keeps 1000 blocks of 100 bytes halfway through phase_a; alloc_b frees
+    // them halfway through phase_b. A window that ends at the a→b edge holds them live at its
+    // end, and its chart must end there too (it used to run on, flat, to the recording's end).
+    let p = build("phases.c", "html_heap_window", C_FP);
+    add_system_libs(&p.sysroot, &p.board);
+    let recording = scratch().join("html_heap_window.zst");
+    let o = run_rec(&[
+        "--heap",
+        "--out",
+        recording.to_str().unwrap(),
+        "--",
+        p.board.to_str().unwrap(),
+        "400",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&recording).unwrap();
+    let start = crossprof_format::Reader::new(&bytes)
+        .expect("a recording")
+        .header()
+        .start_clock_ns;
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let edges: Vec<u64> = stderr
+        .lines()
+        .find(|l| l.starts_with("phases "))
+        .unwrap_or_else(|| panic!("no phases line in {stderr}"))
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let ab = edges[1] - start;
+    let to = format!("{}.{:09}", ab / 1_000_000_000, ab % 1_000_000_000);
+
+    let whole = heap_report(&recording, &p.sysroot, &[]);
+    let windowed = heap_report(&recording, &p.sysroot, &["--from", "0", "--to", &to]);
+    let site = |r: &Value, field: &str| -> u64 {
+        r["heap"]["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["function"] == "alloc_a")
+            .map(|s| s[field].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(site(&windowed, "allocations"), 1000);
+    assert_eq!(site(&windowed, "leaked_bytes"), 100_000);
+    assert_eq!(site(&whole, "leaked_bytes"), 0);
+
+    // The whole recording's page; dragged over 10% to 30% of the timeline (phase_a, after
+    // the start-up, around alloc_a), its heap views follow the selection: the allocations
+    // made in it and the bytes still live at its end, as report --heap --from/--to says.
+    let page = html_page(&recording, &p.sysroot, "html_heap_whole");
+    let r = report_check_range(&page, (0.1, 0.3));
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
+    assert_same_heap_chart(&r["heap_chart"], &whole);
+    let start = r["start_ns"].as_u64().unwrap();
+    let secs = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let (from, until) = (
+        r["range_ns"][0].as_u64().unwrap() - start,
+        r["range_ns"][1].as_u64().unwrap() - start,
+    );
+    assert!(
+        until < ab,
+        "the selection reaches phase_b: {from}..{until}, a→b at {ab}"
+    );
+    let ranged = heap_report(
+        &recording,
+        &p.sysroot,
+        &["--from", &secs(from), "--to", &secs(until)],
+    );
+    let h = &ranged["heap"];
+    let totals = &r["heap_totals_in_range"];
+    for (i, field) in [
+        "allocations",
+        "temporary",
+        "allocated_bytes",
+        "",
+        "leaked_bytes",
+    ]
+    .iter()
+    .enumerate()
+    {
+        match *field {
+            "" => assert!(totals[i].is_null(), "{totals}"),
+            f => assert_eq!(totals[i], h[f], "{f}: page {totals} report {h:#}"),
+        }
+    }
+    let page_sites = r["heap_sites_in_range"].as_array().unwrap();
+    let by_name = |name: &str, key: &str| -> u64 {
+        page_sites
+            .iter()
+            .filter(|s| s["name"] == name)
+            .map(|s| s[key].as_u64().unwrap())
+            .sum()
+    };
+    for s in h["sites"].as_array().unwrap() {
+        let name = s["function"].as_str().unwrap();
+        for (key, field) in [
+            ("c0_n", "allocations"),
+            ("c1_n", "temporary"),
+            ("c2_n", "allocated_bytes"),
+            ("c4_n", "leaked_bytes"),
+        ] {
+            let want: u64 = h["sites"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|x| x["function"] == name)
+                .map(|x| x[field].as_u64().unwrap())
+                .sum();
+            assert_eq!(by_name(name, key), want, "{name} {field}: {page_sites:#?}");
+        }
+    }
+    // alloc_a's 1000 blocks of 100 bytes were made in the selection and freed after it.
+    assert_eq!(by_name("alloc_a", "c0_n"), 1000, "{page_sites:#?}");
+    assert_eq!(by_name("alloc_a", "c4_n"), 100_000, "{page_sites:#?}");
+
+    let out = scratch().join("html_heap_window.html");
+    let sr = p.sysroot.to_str().unwrap();
+    let file = recording.to_str().unwrap();
+    let o = out.to_str().unwrap();
+    hostside_ok(&[
+        "html",
+        "--sysroot",
+        sr,
+        file,
+        "--from",
+        "0",
+        "--to",
+        &to,
+        "-o",
+        o,
+    ]);
+    let w = report_check(&out, None);
+    assert_eq!(w["errors"].as_array().unwrap().len(), 0, "{w:#}");
+    let chart = &w["heap_chart"];
+    assert_same_heap_chart(chart, &windowed);
+    // The chart ends in the slice that holds the window's end, not at the recording's.
+    let step = windowed["heap"]["timeline"]["interval_ns"]
+        .as_u64()
+        .unwrap();
+    let end = chart["endNs"].as_u64().unwrap();
+    assert!(
+        end >= ab && end - step < ab,
+        "{chart} ends at {end}, window at {ab}"
+    );
+    assert!(chart["lastBytes"].as_u64().unwrap() >= 100_000, "{chart}");
+    // The totals: "allocations: N" then the next figure.
+    let totals = w["heap_totals"].as_str().unwrap();
+    let n = windowed["heap"]["allocations"].to_string();
+    assert!(
+        totals.contains(&format!("allocations: {n}temporary: ")),
+        "{totals}, not {n} allocations"
+    );
+}
