@@ -20,7 +20,8 @@ cargo install --locked --quiet cargo-fuzz --version 0.13.2 2>&1 | grep -v "alrea
 export RUSTC_BOOTSTRAP=1
 fuzz_dir="$CARGO_TARGET_DIR/fuzz"
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(reader elf_symbols unwind)
+# Every target the fuzz crate declares, so that a new one runs without being listed twice.
+[ ${#targets[@]} -gt 0 ] || mapfile -t targets < <(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -vx crossprof-fuzz)
 
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --manifest-path fuzz/Cargo.toml --target-dir "$fuzz_dir" --bins -- -D warnings

@@ -146,13 +146,18 @@ pub fn parse(data: &[u8]) -> Dump {
             MOVE => match JitCodeMoveRecord::parse(endian, raw) {
                 Ok(r) => match by_index.get(&r.code_index).map(|&i| dump.code[i].clone()) {
                     Some(old) => {
-                        let delta = r.new_code_addr.wrapping_sub(r.old_code_addr);
+                        // Lines keep their offset into the code. Offsets are taken with
+                        // checked arithmetic: a wrapping shift of a forged move would put
+                        // them out of order, and `line` searches them by address.
                         let lines: Vec<LineEntry> = old
                             .lines
                             .iter()
-                            .map(|l| LineEntry {
-                                addr: l.addr.wrapping_add(delta),
-                                ..l.clone()
+                            .filter_map(|l| {
+                                let offset = l.addr.checked_sub(old.start)?;
+                                Some(LineEntry {
+                                    addr: r.new_code_addr.checked_add(offset)?,
+                                    ..l.clone()
+                                })
                             })
                             .collect();
                         by_index.insert(r.code_index, dump.code.len());

@@ -264,3 +264,19 @@ fn loading_unusable_files_is_an_error_naming_the_file() {
         Err(Error::NoDebugFile)
     ));
 }
+
+/// Found by the `jitdump` fuzz target: a move record whose new address lies below the old
+/// one by more than the lines' addresses, which a wrapping shift turned into huge addresses
+/// ahead of small ones. Lines must stay sorted: `Code::line` searches them.
+#[test]
+fn jitdump_crash_80d4e2a9_move_keeps_lines_sorted() {
+    let data = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jitdump-crash-80d4e2a9"),
+    )
+    .expect("the checked-in input");
+    let dump = crossprof_symbols::jitdump::parse(&data);
+    assert!(!dump.code.is_empty());
+    for c in &dump.code {
+        assert!(c.lines.windows(2).all(|w| w[0].addr <= w[1].addr));
+    }
+}
