@@ -5,6 +5,7 @@
 
 mod check;
 mod cli;
+mod clock;
 mod disk;
 mod drain;
 mod error;

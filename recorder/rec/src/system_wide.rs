@@ -16,9 +16,9 @@ use std::collections::HashSet;
 
 use crossprof_format::{Comm, Record};
 
+use crate::clock::monotonic_ns;
 use crate::heap::Emit;
 use crate::procfs;
-use crate::session::monotonic_ns;
 
 /// The most processes tracked at once (a u32 each): the default `pid_max` of 32-bit kernels.
 pub const MAX_TRACKED: usize = 32768;

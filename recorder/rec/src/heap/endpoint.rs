@@ -36,7 +36,7 @@ impl Endpoint {
         let name = format!(
             "crossprof-heap-{}-{}",
             std::process::id(),
-            crate::session::monotonic_ns()
+            crate::clock::monotonic_ns()
         );
         // SAFETY: plain socket calls with valid, local arguments.
         unsafe {

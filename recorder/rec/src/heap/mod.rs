@@ -129,7 +129,7 @@ impl Heap {
             let known = self.procs.contains_key(&pid);
             let p = self.procs.entry(pid).or_default();
             let id_base = p.max_id;
-            let now = crate::session::monotonic_ns();
+            let now = crate::clock::monotonic_ns();
             if self.source == MapsSource::Procfs {
                 if !known {
                     emit.record(Record::Fork(Task {
@@ -182,7 +182,7 @@ impl Heap {
 
     /// Writes an `Rss` record for each process with a ring.
     pub fn sample_rss(&mut self, emit: &mut dyn Emit) {
-        let time = crate::session::monotonic_ns();
+        let time = crate::clock::monotonic_ns();
         let mut seen = HashSet::new();
         for c in &self.rings {
             if !seen.insert(c.pid) {
@@ -286,7 +286,7 @@ impl Heap {
         if lost > 0 {
             self.lost += lost;
             emit.record(Record::Lost(Lost {
-                time: crate::session::monotonic_ns(),
+                time: crate::clock::monotonic_ns(),
                 count: lost,
                 kind: "heap".into(),
             }));

@@ -1,0 +1,317 @@
+//! Where a recording's records go: the frame writer, with what rec adds on the way (the
+//! identity of each mapped file, the vDSO of each exec, JIT maps at each exit, the /proc
+//! state of processes first seen, segment rotation with `--max-size`) and what it counts
+//! (samples, losses, the kernel addresses to name at the end).
+//!
+//! A failing disk stops the writes (what was synced stays valid) and is reported once, when
+//! the recording closes; the application runs on.
+
+use std::collections::HashSet;
+
+use crossprof_format::{Blob, End, FrameWriter, Header, HeapEvent, Lost, Record};
+
+use crate::cli::{Options, Target};
+use crate::clock::monotonic_ns;
+use crate::disk::Disk;
+use crate::drain::Destination;
+use crate::error::RecError;
+use crate::heap;
+use crate::identity::Identities;
+use crate::jit;
+use crate::perf::events::Events;
+use crate::procfs;
+use crate::segments::Segments;
+use crate::system_wide::{self, Tracker};
+
+/// The writer side of a recording: counts what passes and survives a failing disk by
+/// stopping writes (what was synced stays valid) and reporting once.
+pub(super) struct Output {
+    writer: Option<FrameWriter<Disk>>,
+    path: String,
+    failed: Option<std::io::Error>,
+    samples: u64,
+    lost: u64,
+    identities: Identities,
+    /// Distinct kernel addresses seen in call chains, for the kallsyms subset written at the end.
+    kernel_addrs: HashSet<u64>,
+    /// The JIT maps and jitdumps of recorded processes, taken when each exits.
+    jit: jit::JitMaps,
+    /// With `-a`: the processes whose maps are known, to read those of newcomers from /proc.
+    /// With `--max-size`, the processes whose state each new segment starts with.
+    procs: Option<Tracker>,
+    /// With `--max-size`: the segment files (absent while a segment starts).
+    segments: Option<Segments>,
+    /// The event indexes of blocking stacks and wakeups: they choose a frame's zstd level.
+    off_cpu: Vec<u32>,
+    /// Fault events are recorded: /proc snapshots include the data mappings.
+    data_maps: bool,
+}
+
+/// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
+/// beyond it stay unnamed rather than costing the board memory.
+const MAX_KERNEL_ADDRS: usize = 1 << 19;
+
+impl Output {
+    /// Records of a recording made as `opts` say with `events`, written by `writer` (which
+    /// has written `header`).
+    pub(super) fn new(
+        writer: FrameWriter<Disk>,
+        opts: &Options,
+        header: &Header,
+        events: &Events,
+        data_maps: bool,
+    ) -> Output {
+        Output {
+            writer: Some(writer),
+            path: opts.out.display().to_string(),
+            failed: None,
+            samples: 0,
+            lost: 0,
+            identities: Identities::default(),
+            kernel_addrs: HashSet::new(),
+            jit: jit::JitMaps::default(),
+            procs: (opts.target == Target::System || opts.max_size.is_some())
+                .then(Tracker::default),
+            segments: opts
+                .max_size
+                .map(|max| Segments::new(&opts.out, max, header.clone())),
+            off_cpu: events.off_cpu_events(),
+            data_maps,
+        }
+    }
+
+    pub(super) fn push(&mut self, r: &Record) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.push(r) {
+                self.fail(e);
+            }
+        }
+        if let (Some(s), Some(w)) = (self.segments.as_mut(), self.writer.as_mut()) {
+            match s.due(w) {
+                Ok(true) => self.next_segment(),
+                Ok(false) => {}
+                Err(e) => self.fail(e),
+            }
+        }
+    }
+
+    /// Starts the next segment of a `--max-size` recording with the state a reader needs to
+    /// read it alone: the vDSO and every live recorded process (see [`crate::segments`]).
+    fn next_segment(&mut self) {
+        let (Some(w), Some(mut s)) = (self.writer.take(), self.segments.take()) else {
+            return;
+        };
+        match s.next(w, monotonic_ns()) {
+            Ok(w) => self.writer = Some(w),
+            Err(e) => return self.fail(e),
+        }
+        self.write_vdso();
+        for pid in self.procs.as_mut().map(|t| t.live()).unwrap_or_default() {
+            self.snapshot(pid);
+        }
+        self.flush();
+        if let Some(w) = &self.writer {
+            s.retire(w);
+        }
+        self.segments = Some(s);
+    }
+
+    pub(super) fn flush(&mut self) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.flush() {
+                self.fail(e);
+            }
+        }
+    }
+
+    /// Stops writing after an I/O error (a full disk, a removed device); the application runs
+    /// on, and rec reports the failure when it ends.
+    fn fail(&mut self, e: std::io::Error) {
+        self.writer = None;
+        self.failed = Some(e);
+    }
+
+    /// Writes a `Lost` record of `kind` when `count` is not zero: events rec itself could not
+    /// record (the kernel's own losses come as decoded `Lost` records).
+    pub(super) fn lost(&mut self, kind: &str, count: u64) {
+        if count > 0 {
+            self.push(&Record::Lost(Lost {
+                time: monotonic_ns(),
+                count,
+                kind: kind.into(),
+            }));
+        }
+    }
+
+    /// Handles one sample (`Sample` or `EventSample`).
+    fn sample(&mut self, r: &Record) {
+        if let Some(pid) = self.procs.as_mut().and_then(|t| t.first_seen(r)) {
+            self.snapshot(pid);
+        }
+        let s = match r {
+            Record::Sample(s) => {
+                self.samples += 1;
+                s
+            }
+            Record::EventSample(e) => {
+                if let (Some(w), true) = (self.writer.as_mut(), self.off_cpu.contains(&e.event)) {
+                    w.sink_mut().note_blocking(e.sample.stack.len());
+                }
+                &e.sample
+            }
+            _ => return,
+        };
+        for &a in &s.kernel_chain {
+            if self.kernel_addrs.len() < MAX_KERNEL_ADDRS {
+                self.kernel_addrs.insert(a);
+            }
+        }
+        self.push(r);
+    }
+
+    /// Handles one decoded kernel record.
+    fn record(&mut self, r: Record) {
+        if let Record::Sample(_) | Record::EventSample(_) = r {
+            return self.sample(&r);
+        }
+        if let Some(pid) = self.procs.as_mut().and_then(|t| t.first_seen(&r)) {
+            self.snapshot(pid);
+        }
+        if let Record::Lost(ref l) = r {
+            self.lost += l.count;
+        }
+        match &r {
+            Record::Fork(t) => self.jit.note(t.pid),
+            Record::Comm(c) => self.jit.note(c.pid),
+            Record::Mmap(m) => self.jit.note_mmap(m.pid, &m.path),
+            Record::Exit(t) if t.pid == t.tid => {
+                for map in self.jit.take(t.pid, t.time) {
+                    self.push(&map);
+                }
+            }
+            _ => {}
+        }
+        match r {
+            Record::Mmap(mut m) => {
+                let root = format!("/proc/{}/root", m.pid);
+                self.identities.fill(&mut m, Some(&root));
+                self.push(&Record::Mmap(m));
+            }
+            Record::Comm(c) if c.exec => {
+                let (pid, time) = (c.pid, c.time);
+                self.push(&Record::Comm(c));
+                // The kernel does not report the vDSO it maps at exec; read it from /proc
+                // while the process is (very likely) still alive.
+                if let Ok(maps) = procfs::maps(pid) {
+                    if let Some(v) = maps.into_iter().find(|m| m.path == "[vdso]") {
+                        self.push(&Record::Mmap(v.into_mmap(pid, time)));
+                    }
+                }
+            }
+            other => self.push(&other),
+        }
+    }
+
+    /// Writes the state of process `pid` as it is now (see [`system_wide::snapshot`]).
+    pub(super) fn snapshot(&mut self, pid: u32) {
+        let data = self.data_maps;
+        system_wide::snapshot(self, pid, data);
+    }
+
+    /// Writes the state of every process on the board and tracks them (`-a`).
+    pub(super) fn snapshot_all(&mut self) {
+        let mut t = self.procs.take().unwrap_or_default();
+        let data = self.data_maps;
+        system_wide::snapshot_all(self, &mut t, data);
+        self.procs = Some(t);
+    }
+
+    /// Writes the vDSO image, which the host cannot find on disk.
+    pub(super) fn write_vdso(&mut self) {
+        if let Some((addr, data)) = procfs::own_vdso() {
+            self.push(&Record::Blob(Blob {
+                name: "[vdso]".into(),
+                addr,
+                data,
+            }));
+        }
+    }
+
+    /// Writes the kernel symbols that name the sampled kernel addresses (and the loaded
+    /// modules' ranges, for frames in modules). Done once at the end: a recording cut short
+    /// by kill -9 or power loss shows kernel frames as addresses.
+    fn write_kallsyms(&mut self) {
+        if self.kernel_addrs.is_empty() {
+            return;
+        }
+        for (name, data) in procfs::kernel_symbols(&self.kernel_addrs) {
+            let (name, addr) = (name.into(), 0);
+            self.push(&Record::Blob(Blob { name, addr, data }));
+        }
+    }
+
+    /// Closes the recording: the untracked processes' count, the kernel symbols, the JIT maps
+    /// of processes still running and the End record with `status`, then the file. Reports
+    /// a write that failed at any point, and the kernel's losses.
+    pub(super) fn close(mut self, status: i32) -> Result<(), RecError> {
+        let untracked = self.procs.as_ref().map_or(0, |t| t.untracked);
+        self.lost("untracked-process", untracked);
+        self.write_kallsyms();
+        for map in self.jit.take_all(monotonic_ns()) {
+            self.push(&map);
+        }
+        let end = End {
+            time: monotonic_ns(),
+            exit_status: status.into(),
+            samples: self.samples,
+            lost_samples: self.lost,
+        };
+        if let Some(w) = self.writer.take() {
+            if let Err(e) = w.finish(end).and_then(Disk::close) {
+                self.fail(e);
+            }
+        }
+        if let Some(e) = self.failed {
+            return Err(RecError::WriteFailed(self.path, e));
+        }
+        if self.lost > 0 {
+            eprintln!(
+                "rec: the kernel dropped {} samples (ring buffer full); try a lower --freq",
+                self.lost
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Destination for Output {
+    fn record(&mut self, r: Record) {
+        Output::record(self, r);
+    }
+    fn sample(&mut self, r: &Record) {
+        Output::sample(self, r);
+    }
+    fn lost(&mut self, kind: &str, count: u64) {
+        Output::lost(self, kind, count);
+    }
+}
+
+impl heap::Emit for Output {
+    fn record(&mut self, r: Record) {
+        Output::record(self, r);
+    }
+
+    fn heap_events(&mut self, pid: u32, events: &[HeapEvent]) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.heap_events(pid, events) {
+                self.fail(e);
+            }
+        }
+    }
+
+    fn forget(&mut self, pid: u32) {
+        if let Some(w) = self.writer.as_mut() {
+            w.heap_forget(pid);
+        }
+    }
+}
