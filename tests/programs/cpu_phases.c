@@ -12,19 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static volatile unsigned long sink;
-
-static double now(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-#define SPIN(x)                                                    \
-    for (int i = 0; i < 200000; i++) {                             \
-        x = x * 6364136223846793005UL + 1442695040888963407UL;     \
-        x ^= x >> 29;                                              \
-    }
+#include "burn.h"
 
 #define PHASE(name)                                                \
     __attribute__((noinline)) void name(double secs) {            \

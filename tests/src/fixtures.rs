@@ -2,9 +2,11 @@
 //! change to how the "board" copy or the sysroot is laid out happens in one place.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
-use crate::{add_host_debug_files, add_system_libs, build, record, run_ok, scratch, source};
+use crate::{
+    add_host_debug_files, add_system_libs, build, record, run_ok, run_rec, scratch, source,
+};
 use crate::{Program, C_FP};
 
 /// `deep.c` linked against `libdeep.so`: an executable and a shared library it calls, built
@@ -75,6 +77,70 @@ pub fn recorded_cpu_split(tag: &str) -> (Program, PathBuf) {
         &[program.board.to_str().expect("UTF-8 path"), "800"],
     );
     (program, recording)
+}
+
+/// `mutex_split.c` (-O2), built under `<scratch>/<tag>/` with the C library in its sysroot and
+/// recorded with `--off-cpu` for 20 rounds into `<scratch>/<tag>.zst`. Its contender waits 3x
+/// longer for the lock (`take_lock`) than it sleeps between turns (`wait_turn`), and the
+/// holder wakes it 20 times from each; see tests/tests/off_cpu.rs.
+pub fn recorded_mutex_split(tag: &str) -> (Program, PathBuf) {
+    let program = build("mutex_split.c", tag, &["-O2"]);
+    add_system_libs(&program.sysroot, &program.board);
+    let recording = scratch().join(format!("{tag}.zst"));
+    record(
+        &recording,
+        &["--off-cpu"],
+        &[program.board.to_str().expect("UTF-8 path"), "20"],
+    );
+    (program, recording)
+}
+
+/// A program run under `rec` where it was built, as [`built_in_place_and_recorded`] makes it.
+pub struct InPlaceRun {
+    /// `<scratch>/<tag>`: the executable, the recording and whatever the program wrote.
+    pub dir: PathBuf,
+    /// `<dir>/recording.zst`.
+    pub recording: PathBuf,
+    /// rec's exit status and output, the program's stdout among it.
+    pub output: Output,
+}
+
+/// Builds `tests/programs/<name>.c` (-O2, DWARF, build-id; not stripped: it runs where it was
+/// built, its own sysroot, as a JIT runtime's binary would on this machine) into
+/// `<scratch>/<tag>/<name>` and runs `rec REC_OPTS -- <name> ARGS...` into
+/// `<scratch>/<tag>/recording.zst`, asserting that rec succeeded.
+pub fn built_in_place_and_recorded(
+    name: &str,
+    tag: &str,
+    rec_opts: &[&str],
+    args: &[&str],
+) -> InPlaceRun {
+    let dir = scratch().join(tag);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let exe = dir.join(name);
+    run_ok(
+        Command::new("gcc")
+            .args(["-O2", "-g", "-Wl,--build-id"])
+            .arg(source(&format!("{name}.c")))
+            .arg("-o")
+            .arg(&exe),
+    );
+    let recording = dir.join("recording.zst");
+    let mut rec_args = vec!["--out", recording.to_str().expect("UTF-8 path")];
+    rec_args.extend_from_slice(rec_opts);
+    rec_args.extend_from_slice(&["--", exe.to_str().expect("UTF-8 path")]);
+    rec_args.extend_from_slice(args);
+    let output = run_rec(&rec_args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    InPlaceRun {
+        dir,
+        recording,
+        output,
+    }
 }
 
 /// The program's sysroot completed as a board's would be: the C library and the loader it

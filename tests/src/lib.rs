@@ -314,6 +314,22 @@ pub fn report_json(recording: &Path, sysroot: Option<&Path>) -> Value {
     serde_json::from_str(&hostside_ok(&args)).expect("valid JSON")
 }
 
+/// `hostside report --off-cpu --json --top 1000` of `recording` with `sysroot` and `extra`
+/// arguments.
+pub fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+    let args = [
+        "report",
+        "--off-cpu",
+        "--json",
+        "--top",
+        "1000",
+        "--sysroot",
+        sysroot.to_str().expect("utf-8"),
+        recording.to_str().expect("utf-8"),
+    ];
+    serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).expect("valid JSON")
+}
+
 /// The function row whose name contains `needle`, if any.
 pub fn function<'a>(report: &'a Value, needle: &str) -> Option<&'a Value> {
     report["cpu"]["functions"]

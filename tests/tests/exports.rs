@@ -436,27 +436,9 @@ fn perf_script_refuses_a_heap_export_with_a_reason() {
 
 #[test]
 fn off_cpu_waits_read_by_go_tool_pprof_and_speedscope() {
-    // mutex_split.c: the contender waits 3x longer for the lock (take_lock) than it sleeps
-    // between turns (wait_turn); see tests/tests/off_cpu.rs.
-    let program = build("mutex_split.c", "exports_offcpu", &["-O2"]);
-    add_system_libs(&program.sysroot, &program.board);
-    let recording = scratch().join("exports_offcpu.zst");
-    record(
-        &recording,
-        &["--off-cpu"],
-        &[program.board.to_str().unwrap(), "20"],
-    );
-    let report: Value = serde_json::from_str(&hostside_ok(&[
-        "report",
-        "--off-cpu",
-        "--json",
-        "--top",
-        "1000",
-        "--sysroot",
-        program.sysroot.to_str().unwrap(),
-        recording.to_str().unwrap(),
-    ]))
-    .unwrap();
+    // The contender waits 3x longer for the lock than it sleeps between turns.
+    let (program, recording) = fixtures::recorded_mutex_split("exports_offcpu");
+    let report = off_cpu_report(&recording, &program.sysroot, &[]);
     let f = Fixture {
         program,
         recording,

@@ -62,16 +62,8 @@ fn assert_same_waits(rows: &Value, activity: &Value, report: &Value) {
 
 #[test]
 fn off_cpu_report_shows_where_and_when_threads_waited() {
-    // mutex_split.c: the contender waits 3x longer for the lock (take_lock) than it sleeps
-    // between turns (wait_turn); see tests/tests/off_cpu.rs.
-    let p = build("mutex_split.c", "html_offcpu", &["-O2"]);
-    add_system_libs(&p.sysroot, &p.board);
-    let recording = scratch().join("html_offcpu.zst");
-    record(
-        &recording,
-        &["--off-cpu"],
-        &[p.board.to_str().unwrap(), "20"],
-    );
+    // The contender waits 3x longer for the lock than it sleeps between turns.
+    let (p, recording) = fixtures::recorded_mutex_split("html_offcpu");
     let report = off_cpu_report(&recording, &p.sysroot, &[]);
     let page = html_page(&recording, &p.sysroot, "html_offcpu");
     let r = report_check(&page, None);

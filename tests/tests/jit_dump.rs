@@ -5,8 +5,6 @@
 //! samples as the raw recording has in each function's range *while it was live* (a region
 //! reused by a second function, a function moved), with the source lines the dump gives.
 
-use std::process::Command;
-
 use crossprof_format::{Arch, PerfRegs, Reader, Record, Sample};
 use crossprof_tests::*;
 
@@ -50,26 +48,13 @@ fn live_at(loads: &[Load], addr: u64, time: u64) -> Option<&Load> {
 /// program's log and the raw samples. The dump is deleted before anything reads the recording.
 fn build_and_record(name: &str, extra: &[&str]) -> (std::path::PathBuf, Vec<Load>, Vec<Sample>) {
     let dir = scratch().join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("jit_dump");
-    let o = Command::new("gcc")
-        .args(["-O2", "-g", "-Wl,--build-id"])
-        .arg(source("jit_dump.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let recording = dir.join("recording.zst");
-    let mut args = vec!["--out", recording.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", exe.to_str().unwrap(), "300", dir.to_str().unwrap()]);
-    let out = run_rec(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let run = fixtures::built_in_place_and_recorded(
+        "jit_dump",
+        name,
+        extra,
+        &["300", dir.to_str().unwrap()],
     );
+    let (recording, out) = (run.recording, run.output);
     // The dump must leave this machine before the report.
     let mut dumps = 0;
     for e in std::fs::read_dir(&dir).unwrap() {

@@ -3,8 +3,6 @@
 //! process exits; with the map file deleted from this machine, hostside names the generated
 //! functions, with exactly as many samples as the raw recording has in their address ranges.
 
-use std::process::Command;
-
 use crossprof_format::{Reader, Record};
 use crossprof_tests::*;
 
@@ -126,39 +124,15 @@ fn generated_code_without_a_map_is_a_diagnostic_with_its_frame_count() {
     );
 }
 
-/// Builds `jit_map.c` in scratch directory `name` and records it running 300 rounds with
+/// `jit_map.c` built in scratch directory `name` and recorded running 300 rounds with
 /// `extra` arguments, in frame-pointer mode; returns the recording and rec's output (the
 /// program prints where its code or map went).
 fn build_and_record(name: &str, extra: &[&str]) -> (std::path::PathBuf, std::process::Output) {
-    let dir = scratch().join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("jit_map");
-    let o = Command::new("gcc")
-        .args(["-O2", "-g", "-Wl,--build-id"])
-        .arg(source("jit_map.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let recording = dir.join("recording.zst");
-    let mut args = vec![
-        "--out",
-        recording.to_str().unwrap(),
-        "--call-graph",
-        "fp",
-        "--",
-        exe.to_str().unwrap(),
-        "300",
-    ];
+    let mut args = vec!["300"];
     args.extend_from_slice(extra);
-    let out = run_rec(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (recording, out)
+    let run =
+        fixtures::built_in_place_and_recorded("jit_map", name, &["--call-graph", "fp"], &args);
+    (run.recording, run.output)
 }
 
 /// User frames (per sample, looked up as hostside does: return addresses at address-1) that

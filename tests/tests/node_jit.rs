@@ -120,30 +120,64 @@ fn hostside_share(recording: &Path) -> (f64, u64) {
     (100.0 * ours as f64 / samples as f64, samples)
 }
 
-#[test]
-fn the_hot_js_function_has_perfs_share() {
-    let (script, rounds, hot_at) = script();
-    let dir = scratch().join("node");
+/// One test's run of the script: perf's share of the hot function in a scratch directory
+/// of its own, and rec's recording of node with `jit_flag` there.
+struct NodeRun {
+    dir: PathBuf,
+    recording: PathBuf,
+    perf_hot: f64,
+    /// The perf maps node wrote in /tmp under rec (removed, so only the recording has them).
+    maps: usize,
+}
+
+/// Runs perf on the script, then rec with `node JIT_FLAG`, in `<scratch>/<tag>`. (Node runs
+/// in that directory: it writes an `isolate-*-v8.log`, and with `--perf-prof` its jitdump,
+/// where it runs.)
+fn record_node(tag: &str, jit_flag: &str) -> NodeRun {
+    let (script, rounds, _) = script();
+    let dir = scratch().join(tag);
     std::fs::create_dir_all(&dir).unwrap();
     let (perf_hot, _) = perf_share(&dir);
-
-    // rec, then no map left on this machine. (Node runs in the scratch directory: it writes
-    // an `isolate-*-v8.log` where it runs.)
     let recording = dir.join("node.zst");
-    let n = removing_new_maps(|| {
+    let maps = removing_new_maps(|| {
         let o = Command::new(rec())
             .current_dir(&dir)
             .arg("--out")
             .arg(&recording)
-            .args(["--call-graph", "fp", "--", "node", "--perf-basic-prof"])
+            .args(["--call-graph", "fp", "--", "node", jit_flag])
             .arg(&script)
             .arg(rounds)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     });
-    assert!(n >= 1, "node wrote no perf map under rec");
-    let bytes = std::fs::read(&recording).unwrap();
+    NodeRun {
+        dir,
+        recording,
+        perf_hot,
+        maps,
+    }
+}
+
+/// Asserts hostside's share of the hot function is within 5 points of perf's; `what` says
+/// what the recording carried, for the log.
+fn assert_perfs_share(run: &NodeRun, what: &str) {
+    let perf_hot = run.perf_hot;
+    let (ours_pct, samples) = hostside_share(&run.recording);
+    eprintln!("hot ({what}): hostside {ours_pct:.1}% of {samples} samples, perf {perf_hot:.1}%");
+    assert!(
+        (ours_pct - perf_hot).abs() <= 5.0,
+        "hot: hostside {ours_pct:.1}% vs perf {perf_hot:.1}%"
+    );
+}
+
+#[test]
+fn the_hot_js_function_has_perfs_share() {
+    let (_, _, hot_at) = script();
+    // rec, then no map left on this machine.
+    let run = record_node("node", "--perf-basic-prof");
+    assert!(run.maps >= 1, "node wrote no perf map under rec");
+    let bytes = std::fs::read(&run.recording).unwrap();
     let mut reader = Reader::new(&bytes).unwrap();
     let mut carried = 0;
     while let Some(r) = reader.next_record() {
@@ -153,38 +187,17 @@ fn the_hot_js_function_has_perfs_share() {
         }
     }
     assert_eq!(carried, 1, "the recording carries node's map");
-    let (ours_pct, samples) = hostside_share(&recording);
-    eprintln!("hot: hostside {ours_pct:.1}% of {samples} samples, perf {perf_hot:.1}%");
-    assert!(
-        (ours_pct - perf_hot).abs() <= 5.0,
-        "hot: hostside {ours_pct:.1}% vs perf {perf_hot:.1}%"
-    );
+    assert_perfs_share(&run, "perf map");
 }
 
 #[test]
 fn the_hot_js_function_named_from_nodes_jitdump_has_perfs_share() {
-    let (script, rounds, hot_at) = script();
-    let dir = scratch().join("node-jitdump");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (perf_hot, _) = perf_share(&dir);
-
+    let (_, _, hot_at) = script();
     // rec with `--perf-prof`: V8 writes jit-PID.dump into its working directory and maps it.
-    let recording = dir.join("node.zst");
-    let n = removing_new_maps(|| {
-        let o = Command::new(rec())
-            .current_dir(&dir)
-            .arg("--out")
-            .arg(&recording)
-            .args(["--call-graph", "fp", "--", "node", "--perf-prof"])
-            .arg(&script)
-            .arg(rounds)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    });
-    assert_eq!(n, 0, "--perf-prof alone writes no perf map");
+    let run = record_node("node-jitdump", "--perf-prof");
+    assert_eq!(run.maps, 0, "--perf-prof alone writes no perf map");
     let mut dumps = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
+    for e in std::fs::read_dir(&run.dir).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().into_owned();
         if crossprof_format::is_jitdump(&name) || name.ends_with("-v8.log") {
@@ -193,7 +206,7 @@ fn the_hot_js_function_named_from_nodes_jitdump_has_perfs_share() {
         }
     }
     assert_eq!(dumps, 1, "node wrote one jitdump under rec");
-    let bytes = std::fs::read(&recording).unwrap();
+    let bytes = std::fs::read(&run.recording).unwrap();
     let mut reader = Reader::new(&bytes).unwrap();
     let (mut pieces, mut size, mut file_size) = (0, 0u64, 0);
     while let Some(r) = reader.next_record() {
@@ -207,13 +220,8 @@ fn the_hot_js_function_named_from_nodes_jitdump_has_perfs_share() {
     }
     assert!(size > 0, "the recording carries node's jitdump");
     assert_eq!(size, file_size, "all of it");
-    let (ours_pct, samples) = hostside_share(&recording);
-    eprintln!(
-        "hot ({hot_at}, jitdump of {size} bytes in {pieces} pieces): hostside {ours_pct:.1}% \
-         of {samples} samples, perf {perf_hot:.1}%"
-    );
-    assert!(
-        (ours_pct - perf_hot).abs() <= 5.0,
-        "hot: hostside {ours_pct:.1}% vs perf {perf_hot:.1}%"
+    assert_perfs_share(
+        &run,
+        &format!("{hot_at}, jitdump of {size} bytes in {pieces} pieces"),
     );
 }

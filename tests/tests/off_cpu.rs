@@ -4,7 +4,6 @@
 //! contender waits 30 ms of every 40 on the mutex and 10 on a semaphore.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::Command;
 
 use crossprof_tests::*;
@@ -35,20 +34,6 @@ fn ns(v: &Value, field: &str) -> u64 {
     v[field]
         .as_u64()
         .unwrap_or_else(|| panic!("no {field} in {v}"))
-}
-
-fn report(recording: &Path, sysroot: &Path) -> Value {
-    let out = hostside_ok(&[
-        "report",
-        "--off-cpu",
-        "--json",
-        "--top",
-        "1000",
-        "--sysroot",
-        sysroot.to_str().unwrap(),
-        recording.to_str().unwrap(),
-    ]);
-    serde_json::from_str(&out).expect("valid JSON")
 }
 
 /// off_cpu.c's flags: symbols bound at start (`-z now`), so that no thread's last CPU sample
@@ -178,7 +163,7 @@ fn sleeping_and_waiting_threads_exact_stacks() {
             "50",
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        (report(&out, &p.sysroot), o.stdout)
+        (off_cpu_report(&out, &p.sysroot, &[]), o.stdout)
     });
     assert_eq!(r["off_cpu"]["stacks"], "exact", "{:#}", r["off_cpu"]);
     let (wall, _) = assert_thread_split(&r, truth);
@@ -323,7 +308,7 @@ fn unprivileged_recording_has_approximate_stacks_and_exact_times() {
             "{}",
             String::from_utf8_lossy(&status.stderr)
         );
-        (report(&out, &p.sysroot), status.stdout)
+        (off_cpu_report(&out, &p.sysroot, &[]), status.stdout)
     });
     assert_eq!(r["off_cpu"]["stacks"], "approximate", "{:#}", r["off_cpu"]);
     assert_eq!(r["off_cpu"]["exact_ns"], 0);
@@ -365,11 +350,8 @@ fn unprivileged_recording_has_approximate_stacks_and_exact_times() {
 
 #[test]
 fn mutex_contention_splits_75_25() {
-    let p = build("mutex_split.c", "mutex_split", &["-O2"]);
-    add_system_libs(&p.sysroot, &p.board);
-    let out = scratch().join("mutex_split.zst");
-    record(&out, &["--off-cpu"], &[p.board.to_str().unwrap(), "20"]);
-    let r = report(&out, &p.sysroot);
+    let (p, out) = fixtures::recorded_mutex_split("mutex_split");
+    let r = off_cpu_report(&out, &p.sysroot, &[]);
     assert_eq!(r["off_cpu"]["stacks"], "exact");
     for (a, b) in [("take_lock", "wait_turn"), ("hold_lock", "rest")] {
         let (na, nb) = (total_ns(&r, a), total_ns(&r, b));
@@ -442,11 +424,8 @@ fn wakers_of(r: &Value, blocked_in: &str) -> (Vec<Waker>, u64) {
 /// take_lock); nobody else wakes those waits.
 #[test]
 fn the_holder_wakes_the_contender_from_sem_post_and_mutex_unlock() {
-    let p = build("mutex_split.c", "mutex_split_wakers", &["-O2"]);
-    add_system_libs(&p.sysroot, &p.board);
-    let out = scratch().join("mutex_split_wakers.zst");
-    record(&out, &["--off-cpu"], &[p.board.to_str().unwrap(), "20"]);
-    let r = report(&out, &p.sysroot);
+    let (p, out) = fixtures::recorded_mutex_split("mutex_split_wakers");
+    let r = off_cpu_report(&out, &p.sysroot, &[]);
     assert_eq!(r["off_cpu"]["wakeups"]["event"], "sched:sched_waking");
     for blocked_in in ["take_lock", "wait_turn"] {
         let (wakers, woken) = wakers_of(&r, blocked_in);
