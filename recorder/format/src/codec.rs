@@ -31,6 +31,24 @@ impl std::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// The most bytes a varint takes (a `u64` in 7-bit groups).
+pub const MAX_VARINT: usize = 10;
+
+/// Writes `v` as an unsigned LEB128 varint at the start of `buf`; returns how many bytes it
+/// took. The bytes are those [`Enc::u64`] appends.
+pub fn varint(mut v: u64, buf: &mut [u8; MAX_VARINT]) -> usize {
+    for (i, b) in buf.iter_mut().enumerate() {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            *b = byte;
+            return i + 1;
+        }
+        *b = byte | 0x80;
+    }
+    MAX_VARINT
+}
+
 /// Appends encoded values to a growing buffer. Allocates only when the buffer grows.
 pub struct Enc<'a> {
     buf: &'a mut Vec<u8>,
@@ -45,6 +63,7 @@ impl<'a> Enc<'a> {
     /// Unsigned LEB128.
     #[inline]
     pub fn u64(&mut self, mut v: u64) {
+        // Pushed byte by byte: faster here than `varint` into an array and one copy.
         loop {
             let byte = (v & 0x7f) as u8;
             v >>= 7;

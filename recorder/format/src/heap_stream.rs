@@ -35,9 +35,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::codec::{Dec, DecodeError, Enc};
+use crate::codec::{varint, Dec, DecodeError, Enc, MAX_VARINT};
 use crate::live_map::LiveMap;
-use crate::record::{Alloc, Free, Item};
+use crate::record::{tag, Alloc, Free, Item};
 
 const OP_ALLOC: u64 = 0;
 const OP_FREE: u64 = 1;
@@ -244,15 +244,19 @@ impl HeapEncoder {
         self.procs.remove(&pid);
     }
 
-    /// Writes the record being built (pid, then the codes) into `payload`, leaving the encoder
-    /// ready for the next one; `false` when there was nothing to write.
-    pub fn take(&mut self, payload: &mut Vec<u8>) -> bool {
+    /// Appends the record being built to `out` (tag `HEAP_EVENTS`, length, then the payload:
+    /// pid and codes), leaving the encoder ready for the next one; `false` when there was
+    /// nothing to write. The codes are copied once, from the encoder into `out`.
+    pub fn append_record(&mut self, out: &mut Vec<u8>) -> bool {
         let Some(pid) = self.pid.take() else {
             return false;
         };
-        payload.clear();
-        Enc::new(payload).u64(pid.into());
-        payload.extend_from_slice(&self.body);
+        let mut pid_varint = [0u8; MAX_VARINT];
+        let n = varint(pid.into(), &mut pid_varint);
+        out.push(tag::HEAP_EVENTS);
+        Enc::new(out).u64((n + self.body.len()) as u64);
+        out.extend_from_slice(&pid_varint[..n]);
+        out.extend_from_slice(&self.body);
         self.body.clear();
         self.events = 0;
         true

@@ -35,12 +35,17 @@ fn round_trip(events: &[(Option<Record>, u32)]) -> (Vec<Record>, usize) {
     let mut enc = HeapEncoder::default();
     let mut dec = HeapDecoder::default();
     let mut out = Vec::new();
-    let mut payload = Vec::new();
+    let mut record = Vec::new();
     let mut bytes = 0;
     let mut drain = |enc: &mut HeapEncoder, out: &mut Vec<Record>| {
-        if enc.take(&mut payload) {
+        record.clear();
+        if enc.append_record(&mut record) {
+            assert_eq!(record[0], tag::HEAP_EVENTS);
+            let mut r = Dec::new(&record[1..]);
+            let payload = r.bytes().unwrap();
+            assert_eq!(r.remaining(), 0);
             bytes += payload.len();
-            let mut d = Dec::new(&payload);
+            let mut d = Dec::new(payload);
             let pid = d.u32().unwrap();
             while let Some(r) = dec.next(pid, &mut d).unwrap() {
                 out.push(r.into_record());

@@ -7,9 +7,8 @@
 
 use std::io;
 
-use crate::codec::Enc;
 use crate::heap_stream::{HeapEncoder, HeapEvent};
-use crate::record::{tag, End, Header, Record};
+use crate::record::{End, Header, Record};
 use crate::stack_filter::StackFilter;
 
 /// Where frames go. A file syncs with `fdatasync`; tests may use memory.
@@ -108,8 +107,6 @@ pub const MAX_FRAME_CONTENT: u64 = 64 << 20;
 pub struct FrameWriter<S: Sink> {
     sink: S,
     buf: Vec<u8>,
-    /// Payload scratch for [`Record::encode_with`]: no allocation per record.
-    scratch: Vec<u8>,
     /// Consecutive heap events of one process, written as one record (see `heap_stream`):
     /// any other record, or a flush, writes it first, so file order is event order.
     heap: HeapEncoder,
@@ -130,7 +127,6 @@ impl<S: Sink> FrameWriter<S> {
         let mut w = FrameWriter {
             sink,
             buf: Vec::with_capacity(64 << 10),
-            scratch: Vec::with_capacity(256),
             heap: HeapEncoder::default(),
             compressor,
             stacks: StackFilter::new(header),
@@ -156,7 +152,7 @@ impl<S: Sink> FrameWriter<S> {
             _ => {}
         }
         self.write_batch();
-        record.encode_with(&mut self.buf, &mut self.scratch);
+        record.encode(&mut self.buf);
         if let Some(filter) = &mut self.stacks {
             let end = self.buf.len();
             match record {
@@ -238,10 +234,7 @@ impl<S: Sink> FrameWriter<S> {
 
     /// Moves the pending heap events, if any, into the frame buffer as one record.
     fn write_batch(&mut self) {
-        if self.heap.take(&mut self.scratch) {
-            self.buf.push(tag::HEAP_EVENTS);
-            Enc::new(&mut self.buf).bytes(&self.scratch);
-        }
+        self.heap.append_record(&mut self.buf);
     }
 
     /// Uncompressed bytes waiting for the next frame.

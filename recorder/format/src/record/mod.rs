@@ -22,7 +22,9 @@ pub use run::{Blob, End, Header, Lost};
 pub use sample::{Sample, Switch};
 pub use task::{Comm, Mmap, Rss, Task};
 
-use crate::codec::{Dec, DecodeError, Enc};
+use std::cmp::Ordering;
+
+use crate::codec::{self, Dec, DecodeError, Enc, MAX_VARINT};
 
 /// What a reader decodes. A pass that only needs a recording's metadata (who ran, what was
 /// mapped) skips copying the samples' stack bytes, most of a stack-copy recording, and the
@@ -143,19 +145,38 @@ pub(crate) mod tag {
     pub const JIT_MAP: u8 = 18;
 }
 
-impl Record {
-    /// Appends this record (tag, length, payload) to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        self.encode_with(out, &mut Vec::new());
-    }
+/// Bytes left for the payload's length before the payload is encoded: a length of 128 to
+/// 16383 bytes, that of most samples (a stack copy, or a call chain of 20 user addresses and
+/// more), takes two. A payload of another length is moved once, within `out`.
+const LENGTH_SLOT: usize = 2;
 
-    /// Appends this record like [`Record::encode`], building the payload in `scratch` (which
-    /// is cleared first): a writer that keeps `scratch` allocates nothing per record.
-    pub fn encode_with(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
-        scratch.clear();
-        let t = self.encode_payload(&mut Enc::new(scratch));
-        out.push(t);
-        Enc::new(out).bytes(scratch);
+impl Record {
+    /// Appends this record (tag, length, payload) to `out`. The payload is encoded in place,
+    /// after room for its length, so its bytes (a sample's stack copy) are written once;
+    /// allocates only when `out` grows.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        // The tag and the length slot, filled in below.
+        for _ in 0..=LENGTH_SLOT {
+            out.push(0);
+        }
+        out[start] = self.encode_payload(&mut Enc::new(out));
+        let payload = start + 1 + LENGTH_SLOT;
+        let len = out.len() - payload;
+        let mut varint = [0u8; MAX_VARINT];
+        let n = codec::varint(len as u64, &mut varint);
+        match n.cmp(&LENGTH_SLOT) {
+            Ordering::Equal => {}
+            Ordering::Less => {
+                out.copy_within(payload.., start + 1 + n);
+                out.truncate(out.len() - (LENGTH_SLOT - n));
+            }
+            Ordering::Greater => {
+                out.resize(out.len() + (n - LENGTH_SLOT), 0);
+                out.copy_within(payload..payload + len, start + 1 + n);
+            }
+        }
+        out[start + 1..start + 1 + n].copy_from_slice(&varint[..n]);
     }
 
     fn encode_payload(&self, e: &mut Enc<'_>) -> u8 {

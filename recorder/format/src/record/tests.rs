@@ -154,14 +154,43 @@ fn samples_written_before_stack_copies_existed_still_decode() {
     assert!(s.regs.is_empty() && s.stack.is_empty() && s.regs_mask == 0);
 }
 
+/// `encode` writes the payload in place after a two-byte length slot; the bytes must be
+/// `tag, varint length, payload` whatever the payload's length, after what `out` held.
 #[test]
-fn encoding_with_scratch_is_identical() {
-    let mut scratch = vec![9u8; 3];
-    for r in one_of_each() {
-        let (mut a, mut b) = (Vec::new(), Vec::new());
-        r.encode(&mut a);
-        r.encode_with(&mut b, &mut scratch);
-        assert_eq!(a, b);
+fn in_place_encoding_is_tag_length_payload_at_every_length() {
+    let mut records = one_of_each();
+    // Blobs whose payloads (3 bytes, the data's length, the data) take lengths on both sides
+    // of each varint size: 127/128, 16383/16384, 2^21-1/2^21.
+    for data_len in (118..130)
+        .chain(16370..16384)
+        .chain((1 << 21) - 8..(1 << 21))
+    {
+        records.push(Record::Blob(Blob {
+            name: "x".into(),
+            addr: 0,
+            data: (0..data_len).map(|i| i as u8).collect(),
+        }));
+    }
+    let mut lengths = Vec::new();
+    let mut out = vec![0xee; 5];
+    for r in records {
+        let mut payload = Vec::new();
+        let tag = r.encode_payload(&mut Enc::new(&mut payload));
+        let mut expected = vec![tag];
+        Enc::new(&mut expected).bytes(&payload);
+        let before = out.len();
+        r.encode(&mut out);
+        assert_eq!(
+            out[before..],
+            expected[..],
+            "payload of {} bytes",
+            payload.len()
+        );
+        assert_eq!(out[..5], [0xee; 5]);
+        lengths.push(payload.len());
+    }
+    for edge in [127, 128, 16383, 16384, (1 << 21) - 1, 1 << 21] {
+        assert!(lengths.contains(&edge), "no payload of {edge} bytes");
     }
 }
 
