@@ -17,7 +17,7 @@ use crate::diagnostics::Kind;
 use crate::filter::Filter;
 use crate::output::diff::Side;
 use crate::output::off_cpu as off_cpu_text;
-use crate::output::{self as o, export, flame, folded, heap_text, info, json, leak_check, text};
+use crate::output::{self as o, export, flame, heap_text, info, json, leak_check, text};
 use crate::pipeline::{load, load_checked, Loaded};
 use crate::recording::Recording;
 
@@ -38,8 +38,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let i = info::collect(&rec);
             let mut out = io::stdout().lock();
             if json {
-                serde_json::to_writer_pretty(&mut out, &i)?;
-                writeln!(out)?;
+                o::write_json(&mut out, &i)?;
             } else {
                 info::print(&mut out, &i)?;
             }
@@ -75,28 +74,30 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
             let ctx = l.context(profile.as_ref());
             let mut out = io::stdout().lock();
+            let origin = ctx.header.start_clock_ns;
             if json {
-                let cpu = chosen.as_ref().map_or(&l.cpu, |e| &e.cpu);
-                let mut report = json::report(&ctx, cpu, profile.as_ref(), top);
-                if let (Some(e), Some(c)) = (&chosen, report.cpu.as_mut()) {
-                    c.event = e.name.clone();
-                    c.mappings = Some(e.mappings.iter().map(json::MappingJson::from).collect());
-                }
-                report.off_cpu = waits.as_ref().map(|w| off_cpu_text::json(w, top));
-                report.timeline = thread_timeline::build(&l)
-                    .map(|t| o::timeline::json(&t, l.recording.header().start_clock_ns));
-                serde_json::to_writer_pretty(&mut out, &report)?;
-                writeln!(out)?;
+                let timeline = thread_timeline::build(&l);
+                let sections = json::Sections {
+                    event: chosen.as_ref(),
+                    heap: profile.as_ref(),
+                    off_cpu: waits.as_ref(),
+                    timeline: timeline.as_ref(),
+                };
+                o::write_json(&mut out, &json::report(&ctx, &l.cpu, &sections, top))?;
             } else if let Some(e) = &chosen {
                 o::event::report(&mut out, &ctx, e, top)?;
             } else if let (true, Some(w)) = (off_cpu, &waits) {
                 off_cpu_text::report(&mut out, &ctx, w, top)?;
-                timeline_text(&mut out, &l, top)?;
+                if let Some(t) = thread_timeline::build(&l) {
+                    o::timeline::text(&mut out, &t, origin, top)?;
+                }
             } else if let (true, Some(p)) = (heap_text, &profile) {
                 heap_text::heap_report(&mut out, &ctx, p, top)?;
             } else {
                 text::cpu_report(&mut out, &ctx, &l.cpu, top)?;
-                timeline_text(&mut out, &l, top)?;
+                if let Some(t) = thread_timeline::build(&l) {
+                    o::timeline::text(&mut out, &t, origin, top)?;
+                }
             }
             out.flush()?;
             if let (Some(limit), Some(p)) = (fail_on_leak, &profile) {
@@ -117,59 +118,25 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             output,
         } => {
             let l = load(&file, &symbols.lookup(), &filter.filter())?;
-            let command = l.recording.header().command.join(" ");
-            let names = l.processes.final_names();
-            let (folded, title, unit) = match heap {
+            let ctx = l.context(None);
+            let out = create(&output)?;
+            match heap {
                 None if event.is_some() => {
                     let e = events::analyze(&l, event.as_deref().unwrap_or_default())?;
-                    (
-                        folded::cpu(&e.cpu, &names),
-                        format!("{}: {command}", e.name),
-                        "events",
-                    )
+                    flame::write(&ctx, flame::Graph::Event(&e), out)?;
                 }
                 None if off_cpu => {
                     require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
                     let w = off_cpu_profile::analyze(&l);
-                    let approx = if w.stacks == "exact" {
-                        ""
-                    } else {
-                        " (approximate stacks)"
-                    };
-                    (
-                        folded::cpu(&w.profile, &names),
-                        format!("off-CPU time{approx}: {command}"),
-                        "ns",
-                    )
+                    flame::write(&ctx, flame::Graph::OffCpu(&w), out)?;
                 }
                 Some(what) => {
                     require(&l, "heap", l.has_heap, "rec --heap")?;
-                    let metric = heap_metric(what);
                     let p = l.heap(HeapOptions::default());
-                    let name = match metric {
-                        HeapMetric::Peak => "heap at its peak",
-                        HeapMetric::Leaked => "leaked heap",
-                        HeapMetric::Allocations => "allocation calls",
-                        HeapMetric::Temporary => "temporary allocations",
-                    };
-                    (
-                        folded::heap(&p, &names, metric),
-                        format!("{name}: {command}"),
-                        metric.unit(),
-                    )
+                    flame::write(&ctx, flame::Graph::Heap(&p, heap_metric(what)), out)?;
                 }
-                None => (
-                    folded::cpu(&l.cpu, &names),
-                    format!("CPU: {command}"),
-                    "samples",
-                ),
-            };
-            let title = match l.window.describe() {
-                Some(w) => format!("{title} [{w}]"),
-                None => title,
-            };
-            let out = create(&output)?;
-            flame::svg(&folded, &title, unit, out)?;
+                None => flame::write(&ctx, flame::Graph::Cpu(&l.cpu), out)?,
+            }
             Ok(Outcome::Success)
         }
         Command::Export {
@@ -300,22 +267,10 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let mut out = io::stdout().lock();
             if json {
                 let v = o::diff::json(&old_side, &new_side, &rows, heap.as_ref(), top);
-                serde_json::to_writer_pretty(&mut out, &v)?;
-                writeln!(out)?;
-                return Ok(Outcome::Success);
-            }
-            if with_cpu {
-                o::diff::cpu_text(&mut out, &old_side, &new_side, &rows, top)?;
-            }
-            if let Some(h) = &heap {
-                if with_cpu {
-                    writeln!(out)?;
-                }
-                writeln!(out, "{} -> {}", old.display(), new.display())?;
-                if let (false, Some(w)) = (with_cpu, a.window.describe()) {
-                    writeln!(out, "selected in both: {w}")?;
-                }
-                heap_text::heap_diff(&mut out, h, top)?;
+                o::write_json(&mut out, &v)?;
+            } else {
+                let h = heap.as_ref();
+                o::diff::text(&mut out, &old_side, &new_side, &rows, h, with_cpu, top)?;
             }
             Ok(Outcome::Success)
         }
@@ -387,14 +342,6 @@ fn heap_metric(g: HeapGraph) -> HeapMetric {
 }
 
 /// Heap and off-CPU analyses need records the file may not have; say which command makes them.
-/// The thread timeline after a text report (nothing when no thread was seen).
-fn timeline_text(out: &mut dyn Write, l: &Loaded, top: usize) -> Result<()> {
-    if let Some(t) = thread_timeline::build(l) {
-        o::timeline::text(out, &t, l.recording.header().start_clock_ns, top)?;
-    }
-    Ok(())
-}
-
 fn require(l: &Loaded, what: &str, present: bool, how: &str) -> Result<()> {
     if !present {
         bail!(

@@ -1,5 +1,5 @@
 //! `hostside diff`: the CPU comparison as text or JSON, and the heap comparison's JSON (its
-//! text lives with the heap report in [`crate::output::heap_text`]).
+//! table lives with the heap report in [`crate::output::heap_text`]).
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::analysis::diff::DiffRow;
 use crate::analysis::heap::diff::HeapDiff;
 use crate::filter::Window;
+use crate::output::heap_text;
 use crate::output::json::FilterJson;
 
 /// One side of a diff: the file, its CPU sample count and the part of it compared.
@@ -48,6 +49,33 @@ fn side(s: &Side<'_>) -> serde_json::Value {
         "samples": s.samples,
         "filter": FilterJson::of(s.window),
     })
+}
+
+/// The `hostside diff` text: the CPU comparison when `with_cpu`, then the heap comparison
+/// when there is one.
+pub fn text(
+    out: &mut dyn Write,
+    old: &Side<'_>,
+    new: &Side<'_>,
+    rows: &[DiffRow],
+    heap: Option<&HeapDiff>,
+    with_cpu: bool,
+    top: usize,
+) -> io::Result<()> {
+    if with_cpu {
+        cpu_text(out, old, new, rows, top)?;
+    }
+    if let Some(h) = heap {
+        if with_cpu {
+            writeln!(out)?;
+        }
+        writeln!(out, "{} -> {}", old.file.display(), new.file.display())?;
+        if let (false, Some(w)) = (with_cpu, old.window.describe()) {
+            writeln!(out, "selected in both: {w}")?;
+        }
+        heap_text::heap_diff(out, h, top)?;
+    }
+    Ok(())
 }
 
 /// The CPU diff as text: each function's self share before and after, biggest change first.

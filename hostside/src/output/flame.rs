@@ -4,6 +4,66 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
+use crate::analysis::cpu::CpuProfile;
+use crate::analysis::events::EventProfile;
+use crate::analysis::heap::{HeapMetric, HeapProfile};
+use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::output::context::ReportContext;
+use crate::output::folded;
+
+/// What a flame graph shows.
+pub enum Graph<'a> {
+    /// CPU samples.
+    Cpu(&'a CpuProfile),
+    /// The samples of the event chosen with `--event`.
+    Event(&'a EventProfile),
+    /// Time blocked off the CPU, in nanoseconds.
+    OffCpu(&'a OffCpuProfile),
+    /// The heap, weighed by `metric`.
+    Heap(&'a HeapProfile, HeapMetric),
+}
+
+/// Draws `graph` as `hostside flamegraph` does: stacks under their process's name, titled with
+/// what is shown, the recorded command and the part of the recording selected.
+pub fn write(ctx: &ReportContext, graph: Graph<'_>, out: impl Write) -> Result<()> {
+    let names = &ctx.names;
+    let (folded, what, unit) = match graph {
+        Graph::Cpu(p) => (folded::cpu(p, names), "CPU".to_string(), "samples"),
+        Graph::Event(e) => (folded::cpu(&e.cpu, names), e.name.clone(), "events"),
+        Graph::OffCpu(w) => {
+            let approx = if w.stacks == "exact" {
+                ""
+            } else {
+                " (approximate stacks)"
+            };
+            (
+                folded::cpu(&w.profile, names),
+                format!("off-CPU time{approx}"),
+                "ns",
+            )
+        }
+        Graph::Heap(p, metric) => {
+            let name = match metric {
+                HeapMetric::Peak => "heap at its peak",
+                HeapMetric::Leaked => "leaked heap",
+                HeapMetric::Allocations => "allocation calls",
+                HeapMetric::Temporary => "temporary allocations",
+            };
+            (
+                folded::heap(p, names, metric),
+                name.to_string(),
+                metric.unit(),
+            )
+        }
+    };
+    let command = ctx.header.command.join(" ");
+    let title = match ctx.window.describe() {
+        Some(w) => format!("{what}: {command} [{w}]"),
+        None => format!("{what}: {command}"),
+    };
+    svg(&folded, &title, unit, out)
+}
+
 /// Draws an interactive SVG flame graph from folded lines.
 pub fn svg(folded: &[String], title: &str, count_name: &str, out: impl Write) -> Result<()> {
     let mut opts = inferno::flamegraph::Options::default();

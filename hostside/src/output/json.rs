@@ -4,15 +4,56 @@
 use serde::Serialize;
 
 use crate::analysis::cpu::CpuProfile;
+use crate::analysis::events::EventProfile;
 use crate::analysis::heap::HeapProfile;
+use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::analysis::thread_timeline::ThreadTimeline;
 use crate::diagnostics::Diagnostic;
 use crate::filter::Window;
 use crate::output::context::ReportContext;
-use crate::output::{heap_json, info};
+use crate::output::{heap_json, info, off_cpu, timeline};
 
-/// Builds the `report --json` document: the recording, its modules, the CPU profile's `top`
-/// functions and, when given, the heap profile.
+/// The sections of `report --json` besides the recording's CPU profile, each present when
+/// the recording has what it needs.
+#[derive(Default)]
+pub struct Sections<'a> {
+    /// The event chosen with `--event`: its profile replaces the CPU profile in `cpu`.
+    pub event: Option<&'a EventProfile>,
+    /// The heap profile (`heap`).
+    pub heap: Option<&'a HeapProfile>,
+    /// The off-CPU waits (`off_cpu`).
+    pub off_cpu: Option<&'a OffCpuProfile>,
+    /// The thread timeline (`timeline`).
+    pub timeline: Option<&'a ThreadTimeline>,
+}
+
+/// Builds the `report --json` document: the recording, its modules, the `top` functions of
+/// the CPU profile (or of the chosen event's) and the other `sections` present.
 pub fn report(
+    ctx: &ReportContext,
+    cpu: &CpuProfile,
+    sections: &Sections<'_>,
+    top: usize,
+) -> ReportJson {
+    let mut report = base(
+        ctx,
+        sections.event.map_or(cpu, |e| &e.cpu),
+        sections.heap,
+        top,
+    );
+    if let (Some(e), Some(c)) = (sections.event, report.cpu.as_mut()) {
+        c.event = e.name.clone();
+        c.mappings = Some(e.mappings.iter().map(MappingJson::from).collect());
+    }
+    report.off_cpu = sections.off_cpu.map(|w| off_cpu::json(w, top));
+    report.timeline = sections
+        .timeline
+        .map(|t| timeline::json(t, ctx.header.start_clock_ns));
+    report
+}
+
+/// The document with its recording, modules, CPU and heap sections.
+fn base(
     ctx: &ReportContext,
     cpu: &CpuProfile,
     heap: Option<&HeapProfile>,

@@ -19,3 +19,11 @@ pub mod process_table;
 pub mod text;
 pub mod timeline;
 pub mod wakers;
+
+use std::io::{self, Write};
+
+/// Writes `value` as the pretty-printed JSON documents of `--json` end, with a newline.
+pub fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
