@@ -6,8 +6,8 @@
 //! for different functions over time names each sample by the function live there at the
 //! sample's time: the newest load at or before it. A perf map has no times; its entries count
 //! as loaded from the start, and where a JIT reused an address range the entry written last
-//! wins. Both are untrusted: perf-map lines that do not parse are skipped, sizes that overflow
-//! are clipped, and jitdumps are parsed by [`crossprof_symbols::jitdump`], which never panics.
+//! wins. Both are untrusted and parsed by [`crossprof_symbols::perf_map`] and
+//! [`crossprof_symbols::jitdump`], which never panic.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use crossprof_format::JitMap;
 
 use crate::frames::Frame;
 use crossprof_symbols::jitdump::{self, LineEntry};
+use crossprof_symbols::perf_map;
 
 /// The module name shown for JIT frames.
 pub const JIT_MODULE: &str = "[jit]";
@@ -79,30 +80,16 @@ struct JitSym {
 }
 
 impl JitSymbols {
-    /// Adds the perf map text of process `pid`.
+    /// Adds the perf map text of process `pid` (parsed by [`crossprof_symbols::perf_map`]).
     pub fn add_perf_map(&mut self, pid: u32, data: &[u8]) {
-        let text = String::from_utf8_lossy(data);
-        for line in text.lines() {
-            let mut parts = line.trim_start().splitn(3, char::is_whitespace);
-            let (Some(start), Some(size), Some(name)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
-            let (Some(start), Some(size)) = (hex(start), hex(size)) else {
-                continue;
-            };
-            let name = name.trim();
-            if size == 0 || name.is_empty() {
-                continue;
-            }
+        for e in perf_map::parse(data) {
             self.push(
                 pid,
                 JitSym {
-                    start,
-                    end: start.saturating_add(size),
+                    start: e.start,
+                    end: e.end,
                     time: 0,
-                    name: name.into(),
+                    name: e.name.into(),
                     lines: Arc::new([]),
                 },
             );

@@ -46,6 +46,7 @@ mod kallsyms;
 mod lookup;
 mod minidebuginfo;
 mod module;
+pub mod perf_map;
 mod symtab;
 
 pub use debuginfod::{Artifact, Debuginfod, FetchError};
