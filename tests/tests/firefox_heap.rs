@@ -1,6 +1,8 @@
 //! Issue 15: the Firefox export places each allocation and free of a heap recording at its own
 //! board time. `heap_times.c` makes blocks of 1000, 1001, ... bytes 10 ms apart, then frees
-//! them newest first, keeping the first; the export's native-allocation table must hold
+//! them newest first, keeping the first, after another thread took the first CPU samples (the
+//! allocations' track is then not the main thread's, and their stacks must still be right);
+//! the export's native-allocation table must hold
 //! exactly the raw records' allocations and releasing frees, at their times to the
 //! nanosecond, with their sizes, in time order, each free paired with its allocation. On a
 //! recording with more allocations than the export shows, it keeps one in N, N the smallest
@@ -136,10 +138,18 @@ fn allocations_sit_at_their_times() {
     let p = build("heap_times.c", "ff_heap_times", &["-O2"]);
     add_system_libs(&p.sysroot, &p.board);
     let file = scratch().join("ff_heap_times.zst");
-    record(&file, &["--heap"], &[p.board.to_str().unwrap(), "30", "0"]);
+    // At 50 Hz of CPU time the main thread's start-up (a few ms) takes no sample and the
+    // spinner's 300 ms several: its track is the process's first.
+    record(
+        &file,
+        &["--heap", "--freq", "50"],
+        &[p.board.to_str().unwrap(), "30", "0", "300"],
+    );
     let (profile, err) = export(&file, &p.sysroot, "ff_heap_times");
     assert!(!err.contains("note:"), "nothing sampled: {err}");
-    let (_, rows) = allocations_of(&profile);
+    let (thread, rows) = allocations_of(&profile);
+    // The process's allocations go to its first track (the crate's rule), the spinner's here.
+    assert_eq!(thread["name"], "spinner");
     let got: Vec<(u64, i64)> = rows.iter().map(|r| (r.0, r.1)).collect();
     assert_eq!(got, expected(&file, 1));
     assert_paired(&rows);

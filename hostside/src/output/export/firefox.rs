@@ -107,6 +107,9 @@ struct Tracks<'a> {
     start: u64,
     processes: HashMap<u32, ProcessHandle>,
     threads: HashMap<(u32, u32), ThreadHandle>,
+    /// Each process's first track: the crate puts all of a process's allocation samples on
+    /// it, and reads their stacks from that track's stack table.
+    first_thread: HashMap<u32, ThreadHandle>,
     user: CategoryPairHandle,
     kernel: CategoryPairHandle,
     ctx: &'a ReportContext,
@@ -139,8 +142,19 @@ impl Tracks<'_> {
                 .add_thread(p, tid, Timestamp::from_nanos_since_reference(0), pid == tid);
         let name = self.ctx.names.get(tid).to_string();
         self.profile.set_thread_name(t, &name);
+        self.first_thread.entry(pid).or_insert(t);
         self.threads.insert((pid, tid), t);
         t
+    }
+
+    /// The track that holds `pid`'s allocation samples: the process's first (the crate's
+    /// rule), whose stack table their stacks must come from. A process with no track yet gets
+    /// its main thread's.
+    fn alloc_thread(&mut self, pid: u32) -> ThreadHandle {
+        match self.first_thread.get(&pid) {
+            Some(&t) => t,
+            None => self.thread(pid, pid),
+        }
     }
 
     /// The stack of `frames` (innermost first) on `thread`.
@@ -193,6 +207,7 @@ pub fn profile(ctx: &ReportContext, cpu: &CpuProfile, heap: Option<&HeapProfile>
         start: h.start_clock_ns,
         processes: HashMap::new(),
         threads: HashMap::new(),
+        first_thread: HashMap::new(),
         user,
         kernel,
         ctx,
@@ -251,7 +266,7 @@ fn heap_events(t: &mut Tracks<'_>, p: &HeapProfile, ev: &HeapEvents) {
         let (thread, stack) = match stacks.get(&e.trace) {
             Some(&s) => s,
             None => {
-                let thread = t.thread(tr.pid, tr.pid);
+                let thread = t.alloc_thread(tr.pid);
                 let s = (thread, t.stack(thread, &p.table, &tr.frames));
                 stacks.insert(e.trace, s);
                 s
@@ -263,7 +278,7 @@ fn heap_events(t: &mut Tracks<'_>, p: &HeapProfile, ev: &HeapEvents) {
     }
     let hidden = ev.not_shown();
     if let (true, Some(tr)) = (hidden > 0, p.traces.first()) {
-        let thread = t.thread(tr.pid, tr.pid);
+        let thread = t.alloc_thread(tr.pid);
         let name = t.profile.intern_string("Heap events sampled");
         let text = t.profile.intern_string(&format!(
             "{} of {} allocations shown at their times (one in {}, at most {}), each with its \
@@ -286,7 +301,7 @@ fn heap_sums(t: &mut Tracks<'_>, p: &HeapProfile) {
     // addresses.
     let mut address = 0u64;
     for tr in &p.traces {
-        let thread = t.thread(tr.pid, tr.pid);
+        let thread = t.alloc_thread(tr.pid);
         let stack = t.stack(thread, &p.table, &tr.frames);
         let c = &tr.counts;
         let freed = c.allocated_bytes.saturating_sub(c.leaked_bytes);
