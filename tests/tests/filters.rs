@@ -432,7 +432,7 @@ fn diff_compares_like_windows() {
         let file = scratch().join(format!("{tag}.zst"));
         let f = file.to_str().unwrap();
         let args = ["--heap", "--call-graph", "fp", "--out", f, "--"];
-        let o = run_rec(&[&args[..], &[p.board.to_str().unwrap(), "600"]].concat());
+        let o = run_rec(&[&args[..], &[p.board.to_str().unwrap(), "1000"]].concat());
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let ph = phases(&o.stderr, raw(&file).0);
         (file, ph)
@@ -447,6 +447,10 @@ fn diff_compares_like_windows() {
     // Inside phase_a and inside phase_b on both runs (after the start-up's allocations).
     let a_win = (MARGIN_NS, po.ab.min(pn.ab) - MARGIN_NS);
     let b_win = (po.ab.max(pn.ab) + MARGIN_NS, po.bc.min(pn.bc) - MARGIN_NS);
+    assert!(
+        b_win.0 < b_win.1,
+        "the runs' phases are too far apart: {b_win:?}"
+    );
     for (win, hot, cold, allocations) in [
         (a_win, "phase_a", "phase_b", 1000),
         (b_win, "phase_b", "phase_a", 550),
