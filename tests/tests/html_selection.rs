@@ -66,16 +66,42 @@ fn assert_same_waits(rows: &Value, activity: &Value, report: &Value) {
     }
 }
 
+/// The middle half of the time every thread of the report's timeline was alive, as fractions
+/// of the recording's length.
+fn middle_of_common_life(report: &Value) -> (f64, f64) {
+    let tl = &report["timeline"];
+    let (t0, w) = (
+        tl["start_ns"].as_u64().unwrap(),
+        tl["slice_ns"].as_u64().unwrap(),
+    );
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    for t in tl["threads"].as_array().unwrap() {
+        let alive: Vec<usize> = (0..t["running"].as_array().unwrap().len())
+            .filter(|&i| t["running"][i].as_u64().unwrap() + t["waiting"][i].as_u64().unwrap() > 0)
+            .collect();
+        let (first, last) = (alive[0] as u64, *alive.last().unwrap() as u64);
+        lo = lo.max(t0 + (first + 1) * w);
+        hi = hi.min(t0 + last * w);
+    }
+    assert!(lo < hi, "the threads never lived at the same time: {tl:#}");
+    let length = report["recording"]["duration_ns"].as_u64().unwrap() as f64;
+    let span = hi - lo;
+    (
+        (lo + span / 4) as f64 / length,
+        (lo + span * 3 / 4) as f64 / length,
+    )
+}
+
 #[test]
 fn off_cpu_report_shows_where_and_when_threads_waited() {
     // The contender waits 3x longer for the lock than it sleeps between turns.
     let (p, recording) = fixtures::recorded_mutex_split("html_offcpu");
     let report = off_cpu_report(&recording, &p.sysroot, &[]);
     let page = html_page(&recording, &p.sysroot, "html_offcpu");
-    // Dragged over 40% to 80% of the timeline: the program's threads start after rec and the
-    // program have started (a fifth of the recording on a loaded machine) and end before rec
-    // has written its last frame, so all three live through this range.
-    let r = report_check_range(&page, (0.4, 0.8));
+    // Dragged over the middle half of the time all of the program's threads lived (from the
+    // report's timeline: they start after rec and the program have, and end before rec has
+    // written its last frame), as fractions of the recording's length.
+    let r = report_check_range(&page, middle_of_common_life(&report));
     assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
     // The whole recording: the report's waits, and its timeline from the same switches.
     assert_same_waits(&r["offcpu_functions"], &r["activity"], &report);
@@ -112,8 +138,8 @@ fn off_cpu_report_shows_where_and_when_threads_waited() {
         &r["activity_in_range"],
         &windowed,
     );
-    // The selection narrowed the waits: 40% of the recording, every thread alive in it for
-    // exactly its length.
+    // The selection narrowed the waits, and every thread was alive in it for exactly its
+    // length.
     let ranged = &r["offcpu_functions_in_range"];
     let (a, b) = (
         page_num(&page_row(ranged, "take_lock")["total"]),
@@ -220,11 +246,17 @@ fn heap_views_follow_the_selection_and_a_windows_chart_ends_with_it() {
     assert_eq!(site(&windowed, "leaked_bytes"), 100_000);
     assert_eq!(site(&whole, "leaked_bytes"), 0);
 
-    // The whole recording's page; dragged over 10% to 30% of the timeline (phase_a, after
-    // the start-up, around alloc_a), its heap views follow the selection: the allocations
-    // made in it and the bytes still live at its end, as report --heap --from/--to says.
+    // The whole recording's page, dragged over phase_a from 300 ms to 100 ms before its end
+    // (alloc_a runs 200 ms before it), as fractions of the recording's length: its heap views
+    // follow the selection, the allocations made in it and the bytes still live at its end as
+    // report --heap --from/--to of the dragged range says.
     let page = html_page(&recording, &p.sysroot, "html_heap_whole");
-    let r = report_check_range(&page, (0.1, 0.3));
+    let length = whole["recording"]["duration_ns"].as_u64().unwrap() as f64;
+    let drag = (
+        ab.saturating_sub(300_000_000) as f64 / length,
+        ab.saturating_sub(100_000_000) as f64 / length,
+    );
+    let r = report_check_range(&page, drag);
     assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
     assert_same_heap_chart(&r["heap_chart"], &whole);
     let start = r["start_ns"].as_u64().unwrap();
