@@ -12,6 +12,7 @@ pub mod fixtures;
 pub mod heap_parity;
 pub mod heaptrack;
 pub mod perf;
+pub mod phases;
 pub mod realworld;
 
 use std::path::{Path, PathBuf};

@@ -8,50 +8,12 @@
 //! outputs must agree under one filter: report, folded export, flame graph, Firefox export.
 //! Threads and processes: `threads.c` and `forkexec.c`.
 
-use std::path::Path;
 use std::process::Command;
 
 use crossprof_format::Record;
+use crossprof_tests::phases::*;
 use crossprof_tests::*;
 use serde_json::Value;
-
-/// Keeps windows this far from a phase's edge: heap events carry the kernel tick's coarse
-/// clock (up to 10 ms behind), and a phase's first sample may come a tick late.
-const MARGIN_NS: u64 = 100_000_000;
-
-/// Seconds, exactly, as `--from/--to` take them.
-fn secs(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
-
-fn json(args: &[&str]) -> Value {
-    serde_json::from_str(&hostside_ok(args)).expect("valid JSON")
-}
-
-/// `hostside report --json --top 1000 --sysroot S FILE EXTRA...`.
-fn report(file: &Path, sysroot: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "report",
-        "--json",
-        "--top",
-        "1000",
-        "--sysroot",
-        sysroot.to_str().unwrap(),
-        file.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    json(&args)
-}
-
-/// The recording's start on the board clock and its records.
-fn raw(file: &Path) -> (u64, Vec<Record>) {
-    let bytes = std::fs::read(file).unwrap();
-    let start = crossprof_format::Reader::new(&bytes)
-        .expect("a recording")
-        .header()
-        .start_clock_ns;
-    (start, read_records(file).0)
-}
 
 /// CPU samples (event 0) or samples of event `event` in `[lo, hi)` ns after `start`, of the
 /// selected process and thread.
@@ -75,37 +37,6 @@ fn raw_count(
             lo <= t && t < hi && pid.is_none_or(|p| p == s.pid) && tid.is_none_or(|x| x == s.tid)
         })
         .count() as u64
-}
-
-fn samples(r: &Value) -> u64 {
-    r["cpu"]["samples"].as_u64().unwrap()
-}
-
-/// Edges of phases.c relative to the recording's start: (a→b, b→c, end), and the sleeper's tid.
-struct Phases {
-    ab: u64,
-    bc: u64,
-    end: u64,
-    sleeper: u32,
-}
-
-fn phases(stderr: &[u8], start: u64) -> Phases {
-    let text = String::from_utf8_lossy(stderr);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("phases "))
-        .unwrap_or_else(|| panic!("no phases line in {text:?}"));
-    let w: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().unwrap())
-        .collect();
-    Phases {
-        ab: w[1] - start,
-        bc: w[2] - start,
-        end: w[3] - start,
-        sleeper: w[4] as u32,
-    }
 }
 
 fn site<'a>(r: &'a Value, name: &str) -> Vec<&'a Value> {
@@ -419,129 +350,6 @@ fn threads_and_processes_are_selected_by_id() {
         assert_eq!(count(&r, theirs, "total"), 0, "{theirs} in pid {pid}");
     }
     assert_eq!(total, samples(&all));
-}
-
-/// `diff --from/--to` compares like windows: each side's numbers are exactly those of
-/// `report --from/--to` on that recording, CPU and heap; `--pid` applies to both recordings.
-#[test]
-fn diff_compares_like_windows() {
-    let p = build("phases.c", "filter_diff", C_FP);
-    add_system_libs(&p.sysroot, &p.board);
-    let sr = p.sysroot.as_path();
-    let run = |tag: &str| {
-        let file = scratch().join(format!("{tag}.zst"));
-        let f = file.to_str().unwrap();
-        let args = ["--heap", "--call-graph", "fp", "--out", f, "--"];
-        let o = run_rec(&[&args[..], &[p.board.to_str().unwrap(), "1000"]].concat());
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let ph = phases(&o.stderr, raw(&file).0);
-        (file, ph)
-    };
-    let (old, po) = run("filter_diff_old");
-    let (new, pn) = run("filter_diff_new");
-    let (o, n) = (old.to_str().unwrap(), new.to_str().unwrap());
-    let diff = |extra: &[&str]| {
-        let args = ["diff", "--json", "--top", "1000", "--sysroot"];
-        json(&[&args[..], &[sr.to_str().unwrap(), o, n], extra].concat())
-    };
-    // Inside phase_a and inside phase_b on both runs (after the start-up's allocations).
-    let a_win = (MARGIN_NS, po.ab.min(pn.ab) - MARGIN_NS);
-    let b_win = (po.ab.max(pn.ab) + MARGIN_NS, po.bc.min(pn.bc) - MARGIN_NS);
-    assert!(
-        b_win.0 < b_win.1,
-        "the runs' phases are too far apart: {b_win:?}"
-    );
-    for (win, hot, cold, allocations) in [
-        (a_win, "phase_a", "phase_b", 1000),
-        (b_win, "phase_b", "phase_a", 550),
-    ] {
-        let (from, to) = (secs(win.0), secs(win.1));
-        let window = ["--from", from.as_str(), "--to", to.as_str()];
-        let d = diff(&window);
-        let row = |name: &str| {
-            d["functions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|r| r["function"] == name)
-                .cloned()
-        };
-        for (side, file) in [("old", &old), ("new", &new)] {
-            let r = report(file, sr, &window);
-            let h = report(file, sr, &[&["--heap"][..], &window].concat());
-            assert_eq!(d[side]["samples"], samples(&r), "{side} {from}..{to}");
-            assert_eq!(d[side]["filter"], r["recording"]["filter"], "{side}");
-            let hot_row = row(hot).unwrap_or_else(|| panic!("no {hot}: {d:#}"));
-            for field in ["self", "total"] {
-                // Shares of the same sample counts: back to the count exactly, and the share
-                // to 1e-12 (serde_json may read a float one unit in the last place apart).
-                let pct = hot_row[format!("{side}_{field}_pct")].as_f64().unwrap();
-                let (k, n) = (count(&r, hot, field), samples(&r));
-                assert_eq!((pct * n as f64 / 100.0).round() as u64, k, "{side} {field}");
-                let want = 100.0 * k as f64 / n as f64;
-                assert!(
-                    (pct - want).abs() <= 1e-12 * want,
-                    "{side} {field} {pct} {want}"
-                );
-            }
-            if let Some(c) = row(cold) {
-                assert_eq!(c[format!("{side}_total_pct")].as_f64(), Some(0.0), "{c}");
-            }
-            for field in ["allocations", "temporary", "peak_bytes", "leaked_bytes"] {
-                assert_eq!(d["heap"][side][field], h["heap"][field], "{side} {field}");
-            }
-            assert_eq!(d["heap"][side]["allocations"], allocations, "{side}");
-        }
-    }
-    // Unfiltered, each side holds both phases' allocations and the start-up's.
-    let all = diff(&[]);
-    assert_eq!(all["old"]["filter"], Value::Null);
-    for (side, file) in [("old", &old), ("new", &new)] {
-        let whole = heap_report_json(file, sr)["heap"]["allocations"].clone();
-        assert_eq!(all["heap"][side]["allocations"], whole, "{side}");
-        assert!(whole.as_u64().unwrap() >= 1550, "{side}: {whole}");
-    }
-    // --pid applies to both: the old run's process is not in the new one.
-    let pid = report(&old, sr, &[])["cpu"]["threads"][0]["pid"].to_string();
-    let args = [
-        "diff",
-        "--sysroot",
-        sr.to_str().unwrap(),
-        o,
-        n,
-        "--pid",
-        &pid,
-    ];
-    let out = Command::new(hostside()).args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains(&format!("{n} recorded no process {pid}")),
-        "{err}"
-    );
-    // The text diff says what it compared.
-    let (from, to) = (secs(a_win.0), secs(a_win.1));
-    let args = [
-        "diff",
-        "--sysroot",
-        sr.to_str().unwrap(),
-        o,
-        n,
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ];
-    let text = hostside_ok(&args);
-    let words = report(&old, sr, &["--from", &from, "--to", &to])["recording"]["filter"]
-        ["description"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(
-        text.contains(&format!("selected in both: {words}")),
-        "{text}"
-    );
 }
 
 /// Bad filters exit 2 with one line that says what is wrong; nothing panics.
