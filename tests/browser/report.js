@@ -4,6 +4,7 @@
 // object with what the page showed at each step.
 // Usage: node report.js NPM_DIR REPORT.html [SCREENSHOT.png]
 // CROSSPROF_DRAG=FROM,TO: drag between these fractions of the timeline's width (0.2,0.6).
+// CROSSPROF_THREAD=TID: first click that thread's label on the timeline (only that thread).
 'use strict';
 const [npmDir, reportPath, screenshot] = process.argv.slice(2);
 const {check} = require('./browser.js');
@@ -43,6 +44,16 @@ check(npmDir, reportPath, async (page, out) => {
   out.activity = await readActivity(page);
   out.flame_names = await page.$$eval('#flame .flame div', es => [...new Set(es.map(e => e.dataset.name))]);
   out.top_down = await page.$eval('#top-down', e => e.innerText).catch(() => '');
+  out.threads = await page.evaluate(() => window.crossprof.data.threads.map(t => ({pid: t.pid, tid: t.tid, name: t.name})));
+  const heapTotals = () => page.$$eval('#heap-totals span', es => es.map(e => e.dataset.value === '' ? null : Number(e.dataset.value)))
+    .catch(() => null);
+  if (process.env.CROSSPROF_THREAD) {
+    await page.click(`#timeline .trow[data-tid="${process.env.CROSSPROF_THREAD}"] .tlabel`);
+    await page.waitForFunction(() => window.crossprof.state.thread !== null);
+    out.heap_totals_thread = await heapTotals();
+    out.heap_sites_thread = await readTable(page, '#heap-sites');
+    return;
+  }
 
   if (out.functions.length) {
     // Select the hottest function by clicking its row.
@@ -68,8 +79,7 @@ check(npmDir, reportPath, async (page, out) => {
     out.functions_in_range = await readTable(page, '#functions');
     out.offcpu_functions_in_range = await readTable(page, '#offcpu-functions');
     out.activity_in_range = await readActivity(page);
-    out.heap_totals_in_range = await page.$$eval('#heap-totals span', es => es.map(e => e.dataset.value === '' ? null : Number(e.dataset.value)))
-      .catch(() => null);
+    out.heap_totals_in_range = await heapTotals();
     out.heap_sites_in_range = await readTable(page, '#heap-sites');
   }
   if (screenshot) await page.screenshot({path: screenshot, fullPage: false});

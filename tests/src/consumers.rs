@@ -147,7 +147,23 @@ pub fn report_check(file: &Path, screenshot: Option<&Path>) -> Value {
 /// [`report_check`] dragging from `from` to `to` (fractions of the timeline's width) instead
 /// of from 20% to 60%.
 pub fn report_check_range(file: &Path, (from, to): (f64, f64)) -> Value {
-    browser_check("report.js", file, None, Some(format!("{from},{to}")))
+    browser_check(
+        "report.js",
+        file,
+        None,
+        Some(("CROSSPROF_DRAG", format!("{from},{to}"))),
+    )
+}
+
+/// [`report_check`] after clicking thread `tid`'s label on the timeline (only that thread),
+/// instead of selecting a function and a time range.
+pub fn report_check_thread(file: &Path, tid: u32) -> Value {
+    browser_check(
+        "report.js",
+        file,
+        None,
+        Some(("CROSSPROF_THREAD", tid.to_string())),
+    )
 }
 
 /// Runs `tests/browser/diff.js` on a `hostside html OLD NEW` page: its tables with the
@@ -157,16 +173,16 @@ pub fn diff_page_check(file: &Path) -> Value {
 }
 
 /// Runs the headless-Chromium driver `tests/browser/SCRIPT` on a page and parses the JSON it
-/// prints; `drag` goes to it as `CROSSPROF_DRAG`.
+/// prints; `env` is one variable to set for it (what to do on the page).
 fn browser_check(
     script: &str,
     file: &Path,
     screenshot: Option<&Path>,
-    drag: Option<String>,
+    env: Option<(&str, String)>,
 ) -> Value {
     let mut cmd = Command::new("node");
-    if let Some(d) = drag {
-        cmd.env("CROSSPROF_DRAG", d);
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
     }
     cmd.arg(root().join("tests/browser").join(script))
         .arg(npm_dir())

@@ -3,7 +3,8 @@
 //! --off-cpu/--heap --from/--to` of the dragged range, to the nanosecond and the byte. For
 //! an off-CPU recording (mutex_split.c) the timeline shows each thread's running and waiting
 //! time from its context switches; for a heap recording (phases.c) the heap chart is the
-//! report's series, and a `--from/--to` window's chart ends with the window.
+//! report's series, and a `--from/--to` window's chart ends with the window; clicking a
+//! thread (heap_threads.c) keeps its allocations as `report --heap --tid` does.
 
 use std::path::Path;
 
@@ -357,5 +358,52 @@ fn heap_views_follow_the_selection_and_a_windows_chart_ends_with_it() {
     assert!(
         totals.contains(&format!("allocations: {n}temporary: ")),
         "{totals}, not {n} allocations"
+    );
+}
+
+#[test]
+fn heap_views_follow_a_selected_thread() {
+    // heap_threads.c: 8 worker threads allocate at the same time, each leaking one block of
+    // 1000 + its index bytes. Clicking one worker on the timeline keeps its allocations:
+    // the same counts, bytes and leaks as report --heap --tid of that thread.
+    let p = build("heap_threads.c", "html_heap_threads", &["-O2", "-pthread"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let recording = scratch().join("html_heap_threads.zst");
+    record(
+        &recording,
+        &["--heap"],
+        &[p.board.to_str().unwrap(), "20000"],
+    );
+    let page = html_page(&recording, &p.sysroot, "html_heap_threads");
+    let threads = report_check(&page, None)["threads"].clone();
+    let worker = threads
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] != t["pid"])
+        .unwrap_or_else(|| panic!("no worker thread on the page: {threads:#}"));
+    let tid = worker["tid"].as_u64().unwrap() as u32;
+    let r = report_check_thread(&page, tid);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
+    let report = heap_report(&recording, &p.sysroot, &["--tid", &tid.to_string()]);
+    let h = &report["heap"];
+    let totals = &r["heap_totals_thread"];
+    // Allocations, temporary (unknown for one thread), bytes, peak (unknown), leaked.
+    assert_eq!(totals[0], h["allocations"], "{totals} {h:#}");
+    assert!(totals[1].is_null() && totals[3].is_null(), "{totals}");
+    assert_eq!(totals[2], h["allocated_bytes"], "{totals} {h:#}");
+    assert_eq!(totals[4], h["leaked_bytes"], "{totals} {h:#}");
+    // Ground truth: 20,000 rounds of malloc, malloc, realloc, and the leaked block.
+    let sites = r["heap_sites_thread"].as_array().unwrap();
+    let worker_allocs: u64 = sites
+        .iter()
+        .filter(|s| s["name"] == "worker")
+        .map(|s| s["c0_n"].as_u64().unwrap())
+        .sum();
+    assert_eq!(worker_allocs, 3 * 20_000 + 1, "{sites:#?}");
+    let leaked = totals[4].as_u64().unwrap();
+    assert!(
+        (1000..1008).contains(&leaked),
+        "thread {tid} leaked {leaked} B"
     );
 }

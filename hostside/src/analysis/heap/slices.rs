@@ -1,7 +1,7 @@
-//! The heap's allocations cut in time slices, for views that select a time range after the
-//! analysis (the HTML report's timeline): per allocating trace, the slice each block was
-//! allocated in and the slice it was freed in (or none), with counts, bytes and heaptrack's
-//! temporary flag. A range of slices `[a, b]` then holds exactly the allocations made in it
+//! The heap's allocations cut in time slices, for views that select a time range or a thread
+//! after the analysis (the HTML report's timeline): per allocating trace and thread, the slice
+//! each block was allocated in and the slice it was freed in (or none), with counts, bytes and
+//! heaptrack's temporary flag. A range of slices `[a, b]` then holds exactly the allocations made in it
 //! (count and bytes) and the blocks still live at its end, as `--from/--to` on the same
 //! slice edges counts them (see [`crate::filter`]).
 //!
@@ -33,11 +33,14 @@ impl SliceGrid {
     }
 }
 
-/// One cell: blocks of one trace allocated in one slice and freed in another (or never).
+/// One cell: blocks of one trace allocated by one thread in one slice and freed in another
+/// (or never).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SliceCell {
     /// Index into the profile's traces.
     pub trace: u32,
+    /// The thread that allocated them (its process is the trace's).
+    pub tid: u32,
     /// The slice they were allocated in.
     pub allocated: u32,
     /// The slice they were freed in; `None` while live at the end.
@@ -53,9 +56,10 @@ pub struct SliceCell {
 /// The log the heap pass keeps when asked.
 pub(super) struct SliceLog {
     grid: SliceGrid,
-    born: FxHashMap<(SpaceKey, u64), u32>,
-    /// (trace, allocation slice, free slice or `u32::MAX`) → (count, bytes, temporary).
-    cells: FxHashMap<(TraceId, u32, u32), [u64; 3]>,
+    /// Live block → (allocating thread, allocation slice).
+    born: FxHashMap<(SpaceKey, u64), (u32, u32)>,
+    /// (trace, thread, allocation slice, free slice or `u32::MAX`) → (count, bytes, temporary).
+    cells: FxHashMap<(TraceId, u32, u32, u32), [u64; 3]>,
 }
 
 const LIVE: u32 = u32::MAX;
@@ -69,18 +73,18 @@ impl SliceLog {
         }
     }
 
-    /// A block of `size` bytes of `trace` allocated at `addr` at `time`.
+    /// A block of `size` bytes of `trace` allocated at `addr` at `time` by thread `tid`.
     pub(super) fn alloc(
         &mut self,
         space: SpaceKey,
         addr: u64,
-        size: u64,
-        trace: TraceId,
+        (size, trace): (u64, TraceId),
         time: u64,
+        tid: u32,
     ) {
         let s = self.grid.slice(time);
-        self.born.insert((space, addr), s);
-        let c = self.cells.entry((trace, s, LIVE)).or_default();
+        self.born.insert((space, addr), (tid, s));
+        let c = self.cells.entry((trace, tid, s, LIVE)).or_default();
         c[0] += 1;
         c[1] = c[1].saturating_add(size);
     }
@@ -94,16 +98,16 @@ impl SliceLog {
         time: u64,
         temporary: bool,
     ) {
-        let Some(s) = self.born.remove(&(space, addr)) else {
+        let Some((tid, s)) = self.born.remove(&(space, addr)) else {
             return;
         };
-        if let Some(c) = self.cells.get_mut(&(trace, s, LIVE)) {
+        if let Some(c) = self.cells.get_mut(&(trace, tid, s, LIVE)) {
             c[0] = c[0].saturating_sub(1);
             c[1] = c[1].saturating_sub(size);
         }
         let c = self
             .cells
-            .entry((trace, s, self.grid.slice(time)))
+            .entry((trace, tid, s, self.grid.slice(time)))
             .or_default();
         c[0] += 1;
         c[1] = c[1].saturating_add(size);
@@ -117,9 +121,10 @@ impl SliceLog {
             .cells
             .into_iter()
             .filter(|(_, c)| c[0] > 0)
-            .filter_map(|((t, a, f), c)| {
+            .filter_map(|((t, tid, a, f), c)| {
                 Some(SliceCell {
                     trace: row(t)? as u32,
+                    tid,
                     allocated: a,
                     freed: (f != LIVE).then_some(f),
                     allocations: c[0],
@@ -128,7 +133,7 @@ impl SliceLog {
                 })
             })
             .collect();
-        cells.sort_unstable_by_key(|c| (c.trace, c.allocated, c.freed));
+        cells.sort_unstable_by_key(|c| (c.trace, c.tid, c.allocated, c.freed));
         cells
     }
 }
@@ -150,8 +155,8 @@ mod tests {
         );
         let mut log = SliceLog::new(grid);
         let sp = (1, 0);
-        log.alloc(sp, 0x10, 8, 7, 1001);
-        log.alloc(sp, 0x20, 16, 7, 1002);
+        log.alloc(sp, 0x10, (8, 7), 1001, 3);
+        log.alloc(sp, 0x20, (16, 7), 1002, 3);
         log.free(sp, 0x10, (8, 7), 1025, true);
         // A free of a block the log never saw (allocated outside a window) is no change.
         log.free(sp, 0x30, (4, 7), 1026, false);
@@ -161,6 +166,7 @@ mod tests {
             vec![
                 SliceCell {
                     trace: 0,
+                    tid: 3,
                     allocated: 0,
                     freed: None,
                     allocations: 1,
@@ -169,6 +175,7 @@ mod tests {
                 },
                 SliceCell {
                     trace: 0,
+                    tid: 3,
                     allocated: 0,
                     freed: Some(2),
                     allocations: 1,

@@ -150,6 +150,9 @@ impl State<'_> {
         let space = self.space(a.pid, a.time);
         let trace = self.tree.trace(space, a.stack, self.processes);
         self.alloc(space, a.addr, a.size, trace, a.time);
+        if let Some(cells) = &mut self.slices {
+            cells.alloc(space, a.addr, (a.size, trace), a.time, a.tid);
+        }
     }
 
     fn free_event(&mut self, f: &Free) {
@@ -237,9 +240,6 @@ impl State<'_> {
         if heap.alloc(addr, block).is_some() {
             // The older block is never released again: it stays live, as in heaptrack.
             self.anomalies.reused_live_addresses += 1;
-        }
-        if let Some(cells) = &mut self.slices {
-            cells.alloc(space, addr, size, trace, time);
         }
         if let Some(log) = &mut self.log {
             log.alloc(space, addr, size, trace, time);

@@ -152,10 +152,13 @@ pub struct Heap {
     /// the end are not leaks).
     pub suppressed: Vec<bool>,
     /// Allocation cells on the page's time slices (see
-    /// [`crate::analysis::heap::slices`]): stack, the slice of the allocations, the slice of
-    /// their frees (null: live at the end), count, bytes and how many heaptrack counts
-    /// temporary, in parallel arrays. What the timeline's selection sums up.
+    /// [`crate::analysis::heap::slices`]): stack, allocating thread, the slice of the
+    /// allocations, the slice of their frees (null: live at the end), count, bytes and how
+    /// many heaptrack counts temporary, in parallel arrays. What the timeline's selection
+    /// (time range, thread) sums up.
     pub cell_stack: Vec<u32>,
+    /// See `cell_stack`: the page's index of the allocating thread.
+    pub cell_thread: Vec<u32>,
     /// See `cell_stack`.
     pub cell_alloc: Vec<u32>,
     /// See `cell_stack`.
@@ -294,7 +297,7 @@ pub fn warnings(ctx: &ReportContext, samples: u64) -> Vec<Warning> {
 
 /// Threads by index: those with CPU samples first, then those only the thread timeline or
 /// the off-CPU profile know.
-fn threads(p: &Profiles<'_>) -> (Vec<Thread>, HashMap<(u32, u32), u32>) {
+fn threads(ctx: &ReportContext, p: &Profiles<'_>) -> (Vec<Thread>, HashMap<(u32, u32), u32>) {
     let mut threads = Vec::new();
     let mut index = HashMap::new();
     let mut add = |pid: u32, tid: u32, name: &str| {
@@ -316,6 +319,13 @@ fn threads(p: &Profiles<'_>) -> (Vec<Thread>, HashMap<(u32, u32), u32>) {
     }
     for t in p.off_cpu.map_or(&[][..], |w| &w.threads) {
         add(t.pid, t.tid, &t.comm);
+    }
+    if let Some(h) = p.heap {
+        for c in &h.slices {
+            if let Some(t) = h.traces.get(c.trace as usize) {
+                add(t.pid, c.tid, ctx.names.get(c.tid));
+            }
+        }
     }
     (threads, index)
 }
@@ -344,7 +354,7 @@ fn activity(threads: &mut [Thread], index: &HashMap<(u32, u32), u32>, t: &Thread
 pub fn gather(ctx: &ReportContext, p: &Profiles<'_>) -> Data {
     let h = &ctx.header;
     let cpu = p.cpu;
-    let (mut threads, thread_index) = threads(p);
+    let (mut threads, thread_index) = threads(ctx, p);
     if let Some(t) = p.threads {
         activity(&mut threads, &thread_index, t);
     }
@@ -385,14 +395,14 @@ pub fn gather(ctx: &ReportContext, p: &Profiles<'_>) -> Data {
         sample_slice: rows.iter().map(|r| r.0).collect(),
         sample_stack: rows.iter().map(|r| r.1).collect(),
         sample_count: rows.iter().map(|r| r.2).collect(),
-        heap: p.heap.map(|h| heap_data(h, start)),
+        heap: p.heap.map(|h| heap_data(h, start, &thread_index)),
         off_cpu: p
             .off_cpu
             .map(|w| off_cpu_data(w, &thread_index, start, slice_ns)),
     }
 }
 
-fn heap_data(p: &HeapProfile, start: u64) -> Heap {
+fn heap_data(p: &HeapProfile, start: u64, threads: &HashMap<(u32, u32), u32>) -> Heap {
     let mut b = TableBuilder::new(&p.table);
     let mut costs = Vec::with_capacity(p.traces.len());
     for t in &p.traces {
@@ -424,6 +434,14 @@ fn heap_data(p: &HeapProfile, start: u64) -> Heap {
         live_slice_ns: p.timeline_width,
         suppressed: p.traces.iter().map(|t| t.suppressed).collect(),
         cell_stack: p.slices.iter().map(|c| c.trace).collect(),
+        cell_thread: p
+            .slices
+            .iter()
+            .map(|c| {
+                let pid = p.traces.get(c.trace as usize).map_or(0, |t| t.pid);
+                threads.get(&(pid, c.tid)).copied().unwrap_or(0)
+            })
+            .collect(),
         cell_alloc: p.slices.iter().map(|c| c.allocated).collect(),
         cell_free: p.slices.iter().map(|c| c.freed).collect(),
         cell_count: p.slices.iter().map(|c| c.allocations).collect(),

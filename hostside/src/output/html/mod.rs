@@ -8,10 +8,12 @@
 //! and zoom, and for heap recordings the heap over time, the sites by cost type and a flame
 //! graph per cost type, and for off-CPU recordings when each thread ran and waited (on the
 //! timeline, from the context switches) and where it waited (table and flame graph, of the
-//! waits cut to the selection). Under a timeline selection the heap views count the
-//! allocations made in it, those freed in it that heaptrack counts temporary, and the bytes
-//! still live at its end (from the heap analysis' allocation cells on the page's slices); the
-//! peak of a selection is not known in the page (`hostside html --from/--to` computes it).
+//! waits cut to the selection). Under a timeline selection (time range, thread) the heap
+//! views count the allocations made in it, those freed in it that heaptrack counts temporary,
+//! and the bytes still live at its end (from the heap analysis' allocation cells on the page's
+//! slices); the peak of a selection, and one thread's temporary allocations (which depend on
+//! the other threads'), are not known in the page (`hostside html --from/--to/--tid` computes
+//! them).
 //! The Rust side only gathers the data ([`data`]) from the
 //! profiles and the [`ReportContext`], never the loader; `report.js` computes every view from
 //! it in the browser, so a selection needs no round trip. `common.js` is what both pages

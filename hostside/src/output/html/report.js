@@ -272,21 +272,25 @@
   }
 
   // Heap costs per stack and in total (allocations, temporary, bytes allocated, bytes at the
-  // peak, leaked bytes). Under a timeline selection, from the allocation cells: the
-  // allocations made in it, those of them freed in it that heaptrack counts temporary, their
-  // bytes, and the bytes still live at its end; the bytes at the peak of a selection are not
-  // known here (null: hostside html --from/--to computes them).
+  // peak, leaked bytes). Under a timeline selection (time range, thread), from the allocation
+  // cells: the allocations made in it (by the thread), those of them freed in it that
+  // heaptrack counts temporary, their bytes, and the bytes still live at its end; the bytes
+  // at the peak of a selection, and the temporary allocations of one thread, are not known
+  // here (null: hostside html --from/--to/--tid computes them).
   function heapCosts(H) {
-    if (S.from === null) return {costs: H.costs, totals: H.totals};
+    if (S.from === null && S.thread === null) return {costs: H.costs, totals: H.totals};
+    const from = S.from === null ? 0 : S.from, to = S.to === null ? Infinity : S.to;
     const costs = H.costs.map(() => [0, 0, 0, null, 0]), totals = [0, 0, 0, null, 0];
     for (let i = 0; i < H.cell_stack.length; i++) {
       const a = H.cell_alloc[i];
-      if (a < S.from || a > S.to) continue;
-      const st = H.cell_stack[i], f = H.cell_free[i], freed = f !== null && f <= S.to;
-      const add = [H.cell_count[i], freed ? H.cell_temporary[i] : 0, H.cell_bytes[i], 0,
+      if (a < from || a > to || (S.thread !== null && H.cell_thread[i] !== S.thread)) continue;
+      const st = H.cell_stack[i], f = H.cell_free[i], freed = f !== null && f <= to;
+      // Which allocations are temporary depends on the other threads' too: not known for one.
+      const add = [H.cell_count[i], freed && S.thread === null ? H.cell_temporary[i] : 0, H.cell_bytes[i], 0,
         freed || H.suppressed[st] ? 0 : H.cell_bytes[i]];
       for (const k of [0, 1, 2, 4]) { costs[st][k] += add[k]; totals[k] += add[k]; }
     }
+    if (S.thread !== null) { costs.forEach(c => { c[1] = null; }); totals[1] = null; }
     return {costs, totals};
   }
 
@@ -294,7 +298,8 @@
     const H = D.heap, T = H.tables, {costs, totals} = heapCosts(H);
     const names = ['allocations', 'temporary', 'bytes allocated', 'bytes at peak', 'leaked bytes'];
     const show = (v, k) => (v === null ? '—' : k >= 2 ? bytes(v) : v);
-    app.append($('h2', {}, S.from === null ? 'Heap' : 'Heap: allocations made in the selection, leaked = still live at its end'),
+    app.append($('h2', {}, S.from === null && S.thread === null ? 'Heap'
+      : 'Heap: allocations made in the selection, leaked = still live at its end'),
       $('div', {class: 'meta', id: 'heap-totals'},
         ...names.map((n, i) => $('span', {'data-value': totals[i] === null ? '' : totals[i]}, `${n}: ${show(totals[i], i)}`))));
     // Heap over time: the highest live bytes of each heap slice, on the timeline's time axis
@@ -330,7 +335,7 @@
     app.append($('div', {id: 'heap-sites'}, sortable([
       ...names.map((n, k) => ({key: 'c' + k, title: n, show: r => show(r['c' + k], k)})),
       {key: 'name', title: 'Site', cls: 'name'}, {key: 'loc', title: 'Location', cls: 'name'}],
-    [...sites.values()].filter(s => S.from === null || s.c[0] > 0).map(s => Object.assign({name: T.func_name[s.f], loc: location(T, s.f, s.line)},
+    [...sites.values()].filter(s => (S.from === null && S.thread === null) || s.c[0] > 0).map(s => Object.assign({name: T.func_name[s.f], loc: location(T, s.f, s.line)},
       ...s.c.map((v, k) => ({['c' + k]: v})))), 'c0')));
     const costSel = $('select', {}, ...names.map((n, k) => { const o = $('option', {value: k}, n); if (k === S.heapCost) o.selected = true; return o; }));
     costSel.addEventListener('change', () => { S.heapCost = Number(costSel.value); S.heapZoom = []; render(); });
