@@ -315,12 +315,12 @@ pub fn report_json(recording: &Path, sysroot: Option<&Path>) -> Value {
     serde_json::from_str(&hostside_ok(&args)).expect("valid JSON")
 }
 
-/// `hostside report --off-cpu --json --top 1000` of `recording` with `sysroot` and `extra`
-/// arguments.
-pub fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+/// `hostside report KIND --json --top 1000` of `recording` (KIND `--off-cpu` or `--heap`)
+/// with `sysroot` and `extra` arguments.
+fn kind_report(kind: &str, recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
     let args = [
         "report",
-        "--off-cpu",
+        kind,
         "--json",
         "--top",
         "1000",
@@ -329,6 +329,18 @@ pub fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value
         recording.to_str().expect("utf-8"),
     ];
     serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).expect("valid JSON")
+}
+
+/// `hostside report --off-cpu --json --top 1000` of `recording` with `sysroot` and `extra`
+/// arguments.
+pub fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+    kind_report("--off-cpu", recording, sysroot, extra)
+}
+
+/// `hostside report --heap --json --top 1000` of `recording` with `sysroot` and `extra`
+/// arguments.
+pub fn heap_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+    kind_report("--heap", recording, sysroot, extra)
 }
 
 /// The function row whose name contains `needle`, if any.

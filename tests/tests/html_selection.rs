@@ -6,26 +6,9 @@
 //! report's series, and a `--from/--to` window's chart ends with the window; clicking a
 //! thread (heap_threads.c) keeps its allocations as `report --heap --tid` does.
 
-use std::path::Path;
-
 use crossprof_tests::consumers::*;
 use crossprof_tests::*;
 use serde_json::Value;
-
-/// `hostside report --off-cpu --json` of `recording`, with `extra` arguments.
-fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
-    let args = [
-        "report",
-        "--off-cpu",
-        "--json",
-        "--top",
-        "1000",
-        "--sysroot",
-        sysroot.to_str().unwrap(),
-        recording.to_str().unwrap(),
-    ];
-    serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).unwrap()
-}
 
 /// The page's off-CPU table lists exactly the report's functions with their nanoseconds, and
 /// its timeline each thread's running and waiting nanoseconds as the report's timeline has
@@ -162,21 +145,6 @@ fn off_cpu_report_shows_where_and_when_threads_waited() {
         .max()
         .unwrap();
     assert_eq!(contender, to - from, "{:#}", r["activity_in_range"]);
-}
-
-/// `hostside report --heap --json` of `recording`, with `extra` arguments.
-fn heap_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
-    let args = [
-        "report",
-        "--heap",
-        "--json",
-        "--top",
-        "1000",
-        "--sysroot",
-        sysroot.to_str().unwrap(),
-        recording.to_str().unwrap(),
-    ];
-    serde_json::from_str(&hostside_ok(&[&args[..], extra].concat())).unwrap()
 }
 
 /// The page's heap chart is the report's heap series: the same slices from the same start,
