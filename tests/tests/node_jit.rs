@@ -29,10 +29,14 @@ fn perf_maps() -> HashSet<PathBuf> {
 }
 
 /// Runs `f` and removes the perf maps it left in /tmp; returns how many there were. One at a
-/// time: the tests of this file would otherwise count (and remove) each other's maps.
+/// time, across processes too (a lock file in /tmp beside the maps): the tests of this file,
+/// and another checkout's suite running them at the same moment, would otherwise count (and
+/// remove) each other's maps.
 fn removing_new_maps(f: impl FnOnce()) -> usize {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let lock = std::fs::File::create("/tmp/crossprof-node-jit-perf-maps.lock").unwrap();
+    lock.lock().unwrap();
     let before = perf_maps();
     f();
     let new: Vec<PathBuf> = perf_maps().difference(&before).cloned().collect();
