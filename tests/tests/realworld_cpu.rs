@@ -129,8 +129,11 @@ fn measure(program: &str, variant: &str, round: u32) -> (f64, String) {
         pct(reference.reach_entry, reference.samples),
         reference.samples
     );
+    // Enough samples for the shares below to mean something (at 500, a share's standard
+    // error is at most 2.2 points). Not 1000: zstd's workload takes about one second of CPU,
+    // and on a quiet, fast machine both tools took 994 and 993 samples of it.
     assert!(
-        samples >= 1000 && reference.samples >= 1000,
+        samples >= 500 && reference.samples >= 500,
         "too few samples to compare: hostside {samples}, perf {}",
         reference.samples
     );
