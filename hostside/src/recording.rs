@@ -12,8 +12,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-pub use crossprof_format::Item;
-use crossprof_format::{DecodeOptions, Header, Reader, Record, Summary};
+use crossprof_format::{DecodeOptions, Header, Item, Reader, Record, Summary};
 
 /// Items per chunk handed from the decoding thread to the analysis
 /// ([`Recording::for_each_item_in_background`]).

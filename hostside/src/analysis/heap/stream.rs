@@ -6,7 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
-use crossprof_format::{Alloc, Free, Record};
+use crossprof_format::{Alloc, Free, Item, Record};
 use rustc_hash::FxHashMap;
 
 use crate::analysis::heap::events::EventLog;
@@ -19,7 +19,6 @@ use crate::analysis::heap::{
 };
 use crate::frames::{Frame, FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
-use crate::recording::Item;
 use crate::resolve::{unmapped_frame, Resolver};
 
 #[derive(Default, Clone, Copy)]
