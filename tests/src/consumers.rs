@@ -222,6 +222,29 @@ pub fn page_row<'a>(rows: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{name} not in the page's table: {rows:#}"))
 }
 
+/// The page's function table `rows` lists exactly the report's `funcs`, each with the report's
+/// self and total cost (fields `self_key` and `total_key`: `self`/`total` for samples,
+/// `self_ns`/`total_ns` for off-CPU time).
+pub fn assert_same_rows(rows: &Value, funcs: &Value, self_key: &str, total_key: &str) {
+    let list = rows.as_array().unwrap();
+    let funcs = funcs.as_array().unwrap();
+    assert_eq!(list.len(), funcs.len(), "page {list:#?} report {funcs:#?}");
+    for f in funcs {
+        let name = f["function"].as_str().unwrap();
+        let r = page_row(rows, name);
+        assert_eq!(
+            page_num(&r["self"]),
+            f[self_key].as_u64().unwrap(),
+            "{name}: {r}"
+        );
+        assert_eq!(
+            page_num(&r["total"]),
+            f[total_key].as_u64().unwrap(),
+            "{name}: {r}"
+        );
+    }
+}
+
 /// A table cell that shows a whole number.
 pub fn page_num(v: &Value) -> u64 {
     v.as_str().unwrap().parse().unwrap()

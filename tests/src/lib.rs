@@ -315,15 +315,15 @@ pub fn report_json(recording: &Path, sysroot: Option<&Path>) -> Value {
     serde_json::from_str(&hostside_ok(&args)).expect("valid JSON")
 }
 
-/// `hostside report KIND --json --top 1000` of `recording` (KIND `--off-cpu` or `--heap`)
+/// `hostside report KIND --json --top TOP` of `recording` (KIND `--off-cpu` or `--heap`)
 /// with `sysroot` and `extra` arguments.
-fn kind_report(kind: &str, recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
+fn kind_report(kind: &str, top: &str, recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
     let args = [
         "report",
         kind,
         "--json",
         "--top",
-        "1000",
+        top,
         "--sysroot",
         sysroot.to_str().expect("utf-8"),
         recording.to_str().expect("utf-8"),
@@ -334,13 +334,13 @@ fn kind_report(kind: &str, recording: &Path, sysroot: &Path, extra: &[&str]) -> 
 /// `hostside report --off-cpu --json --top 1000` of `recording` with `sysroot` and `extra`
 /// arguments.
 pub fn off_cpu_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
-    kind_report("--off-cpu", recording, sysroot, extra)
+    kind_report("--off-cpu", "1000", recording, sysroot, extra)
 }
 
 /// `hostside report --heap --json --top 1000` of `recording` with `sysroot` and `extra`
 /// arguments.
 pub fn heap_report(recording: &Path, sysroot: &Path, extra: &[&str]) -> Value {
-    kind_report("--heap", recording, sysroot, extra)
+    kind_report("--heap", "1000", recording, sysroot, extra)
 }
 
 /// The function row whose name contains `needle`, if any.
@@ -366,17 +366,7 @@ pub fn share(a: u64, b: u64) -> f64 {
 
 /// `hostside report --heap --json` with a sysroot: the whole report, every site listed.
 pub fn heap_report_json(recording: &Path, sysroot: &Path) -> Value {
-    let out = hostside_ok(&[
-        "report",
-        "--heap",
-        "--json",
-        "--top",
-        "100000",
-        "--sysroot",
-        sysroot.to_str().expect("utf-8"),
-        recording.to_str().expect("utf-8"),
-    ]);
-    serde_json::from_str(&out).expect("valid JSON")
+    kind_report("--heap", "100000", recording, sysroot, &[])
 }
 
 /// The heap interposer under test: `CROSSPROF_HEAP_LIB`, else the host build's

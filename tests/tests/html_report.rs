@@ -196,23 +196,7 @@ fn cpu_report_renders_the_split_and_filters_by_time() {
 /// The page's function table lists exactly the report's functions, with its self and total
 /// counts.
 fn assert_same_functions(page: &Value, report: &Value) {
-    let rows = page.as_array().unwrap();
-    let funcs = report["cpu"]["functions"].as_array().unwrap();
-    assert_eq!(rows.len(), funcs.len(), "page {rows:#?} report {funcs:#?}");
-    for f in funcs {
-        let name = f["function"].as_str().unwrap();
-        let r = page_row(page, name);
-        assert_eq!(
-            page_num(&r["self"]),
-            f["self"].as_u64().unwrap(),
-            "{name}: {r}"
-        );
-        assert_eq!(
-            page_num(&r["total"]),
-            f["total"].as_u64().unwrap(),
-            "{name}: {r}"
-        );
-    }
+    assert_same_rows(page, &report["cpu"]["functions"], "self", "total");
 }
 
 #[test]

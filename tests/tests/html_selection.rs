@@ -14,23 +14,7 @@ use serde_json::Value;
 /// its timeline each thread's running and waiting nanoseconds as the report's timeline has
 /// them.
 fn assert_same_waits(rows: &Value, activity: &Value, report: &Value) {
-    let rows = rows.as_array().unwrap();
-    let funcs = report["off_cpu"]["functions"].as_array().unwrap();
-    assert_eq!(rows.len(), funcs.len(), "page {rows:#?} report {funcs:#?}");
-    for f in funcs {
-        let name = f["function"].as_str().unwrap();
-        let r = rows.iter().find(|r| r["name"] == name).unwrap();
-        assert_eq!(
-            page_num(&r["self"]),
-            f["self_ns"].as_u64().unwrap(),
-            "{name}"
-        );
-        assert_eq!(
-            page_num(&r["total"]),
-            f["total_ns"].as_u64().unwrap(),
-            "{name}"
-        );
-    }
+    assert_same_rows(rows, &report["off_cpu"]["functions"], "self_ns", "total_ns");
     let threads = report["timeline"]["threads"].as_array().unwrap();
     // The page keeps a row for every thread; the report only those alive in its window.
     let activity: Vec<&Value> = activity
