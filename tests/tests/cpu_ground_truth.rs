@@ -177,7 +177,9 @@ fn four_threads_share_10_20_30_40() {
 fn unnamed_threads_show_the_process_command() {
     let p = build("threads.c", "unnamed_thr", C_FP);
     let out = scratch().join("unnamed_thr.zst");
-    record(&out, &[], &[p.board.to_str().unwrap(), "20", "unnamed"]);
+    // 200 units: worker1's tenth is then about 19 samples. At 20 it was about 2, and a run with
+    // none for it left only three workers in the report.
+    record(&out, &[], &[p.board.to_str().unwrap(), "200", "unnamed"]);
     let r = report_json(&out, Some(&p.sysroot));
     let threads = r["cpu"]["threads"].as_array().unwrap();
     let workers: Vec<_> = threads.iter().filter(|t| t["tid"] != t["pid"]).collect();
