@@ -3,7 +3,6 @@
 # it only installs what is missing, so it is cheap to run before every build.
 set -euo pipefail
 
-need_pkgs=()
 # Cross gcc for ARM (Thumb-2), i686 and RISC-V plus qemu-user-static: real code of each
 # architecture for the unwinding tests. (Debian's gcc-multilib conflicts with the cross
 # compilers, so 32-bit x86 code comes from gcc-i686-linux-gnu.) heaptrack is the peer the heap
@@ -12,24 +11,14 @@ need_pkgs=()
 # is Debian's server (and elfutils' client) the debuginfod tests fetch from; nodejs and
 # linux-perf run the JIT-map test against perf. protoc
 # (protobuf-compiler) generates hostside's pprof types from the vendored profile.proto.
-for p in gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross \
-    gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross \
-    qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod nodejs \
-    linux-perf; do
-    dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
-done
-if [ "${CROSSPROF_BENCH:-0}" = 1 ]; then
-    for p in linux-perf hyperfine; do
-        dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
-    done
-fi
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-    echo "setup: installing ${need_pkgs[*]}" >&2
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
-fi
+pkgs=(gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
+    gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
+    qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod nodejs
+    linux-perf)
+[ "${CROSSPROF_BENCH:-0}" = 1 ] && pkgs+=(hyperfine)
+# shellcheck source=lib/apt.sh
+. "$(dirname "$0")/lib/apt.sh"
+APT_WHO=setup apt_ensure "${pkgs[@]}"
 
 if ! command -v cargo >/dev/null 2>&1; then
     echo "setup: cargo not found; install Rust with rustup first (https://rustup.rs)" >&2

@@ -9,20 +9,12 @@ set -euo pipefail
 ZIGLANG_VERSION=0.17.1
 ZIGBUILD_VERSION=0.24.1
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-
-need=()
-for p in gcc musl-tools binutils file python3-pip; do
-    # python3-pip only when no pip is on PATH (a pyenv or venv python brings its own).
-    [ "$p" = python3-pip ] && command -v pip3 >/dev/null 2>&1 && continue
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    echo "targets: installing ${need[*]}" >&2
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+pkgs=(gcc musl-tools binutils file)
+# python3-pip only when no pip is on PATH (a pyenv or venv python brings its own).
+command -v pip3 >/dev/null 2>&1 || pkgs+=(python3-pip)
+# shellcheck source=../scripts/lib/apt.sh
+. "$(dirname "$0")/../scripts/lib/apt.sh"
+APT_WHO=targets apt_ensure "${pkgs[@]}"
 
 installed=$(rustup target list --installed)
 for t in x86_64-unknown-linux-musl aarch64-unknown-linux-musl i686-unknown-linux-musl; do

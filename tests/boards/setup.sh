@@ -13,21 +13,10 @@ cache="${CROSSPROF_BOARDS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crossprof/board
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(arm64 armhf)
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-
-need=()
-for p in qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
-    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross; do
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    echo "boards: installing ${need[*]}" >&2
-    $SUDO apt-get update -qq
-    # dpkg sometimes complains about a vanished archive on the first try; once more with -f.
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -f -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+# shellcheck source=../../scripts/lib/apt.sh
+. "$(dirname "$0")/../../scripts/lib/apt.sh"
+APT_WHO=boards apt_ensure qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
+    gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
 
 # The kernel metapackage of each board's Debian architecture.
 meta() {

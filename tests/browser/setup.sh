@@ -5,23 +5,24 @@
 # schema) and puppeteer-core (to drive Chromium through the DevTools protocol). Idempotent: apt
 # only installs what is missing, and the npm packages live in a cache directory keyed by a hash
 # of package.json, so a second run does nothing. Prints the npm directory on standard output.
+# With --check (what the tests run) it installs nothing and fails when setup has not run.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-need=()
-for p in golang-go chromium; do
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-# npm comes with NodeSource's nodejs, or as Debian's own package.
-command -v npm >/dev/null 2>&1 || need+=(npm)
-if [ ${#need[@]} -gt 0 ]; then
-    echo "browser/setup: installing ${need[*]}" >&2
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+# shellcheck source=../../scripts/lib/apt.sh
+. "$here/../../scripts/lib/apt.sh"
 key="$(sha256sum "$here/package.json" | cut -c1-16)"
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/crossprof/npm-$key"
+pkgs=(golang-go chromium)
+# npm comes with NodeSource's nodejs, or as Debian's own package.
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+if [ "${1:-}" = --check ]; then
+    # What the tests run: change nothing, say what setup has not done.
+    APT_WHO=browser apt_require "${pkgs[@]}"
+    [ -f "$dir/.complete" ] || { echo "browser: npm packages missing in $dir: run scripts/test-setup.sh" >&2; exit 1; }
+    echo "$dir"
+    exit 0
+fi
+APT_WHO=browser apt_ensure "${pkgs[@]}"
 if [ ! -f "$dir/.complete" ]; then
     rm -rf "$dir"
     mkdir -p "$dir"

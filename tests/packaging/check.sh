@@ -9,33 +9,19 @@
 #      (the only step that uses the network), then `cargo build --offline --locked` of rec (and of
 #      the heap interposer once recorder/heap exists) for aarch64-unknown-linux-musl inside a network
 #      namespace with no interface but a downed loopback, with an empty CARGO_HOME.
-# Idempotent; installs what it needs on Debian (python3-venv, gcc-aarch64-linux-gnu, the rustup
-# target). CROSSPROF_PACKAGING_SKIP_BUILD=1 skips step 4. Caches: ~/.cache/crossprof/packaging.
+# What it needs comes from tests/packaging/setup.sh (run first; a no-op when done).
+# CROSSPROF_PACKAGING_SKIP_BUILD=1 skips step 4. Caches: ~/.cache/crossprof/packaging.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/crossprof/packaging"
+. tests/packaging/versions.sh
+cache=$PACKAGING_CACHE
 mkdir -p "$cache"
-OELINT_VERSION=9.11.2
-TRIPLE=aarch64-unknown-linux-musl
-# The interposer is a dynamic library: linking it needs the board's libc.so and libgcc_s, which a
-# Yocto or Buildroot sysroot has and this machine has only for glibc (Debian's arm64 cross
-# toolchain). So it is rehearsed for a glibc board, the default C library of both build systems.
-HEAP_TRIPLE=aarch64-unknown-linux-gnu
+tests/packaging/setup.sh
 passed=0
 failed=0
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-apt_install() {
-    local need=()
-    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
-    [ ${#need[@]} -eq 0 ] && return 0
-    echo "packaging: installing ${need[*]}" >&2
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-}
 
 # --- 1. one version, crates list in step with Cargo.lock ---------------------------------------
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
@@ -59,12 +45,6 @@ fi
 
 # --- 2. oelint-adv ----------------------------------------------------------------------------
 venv="$cache/oelint-venv"
-if ! "$venv/bin/oelint-adv" --version 2>/dev/null | grep -qx "oelint-adv $OELINT_VERSION"; then
-    python3 -c 'import ensurepip' 2>/dev/null || apt_install python3-venv
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "oelint-adv==$OELINT_VERSION"
-fi
 # homepageping is suppressed because it makes a network request; the crates.inc carries its
 # own inline suppression for inconspaces (see yocto-layer/scripts/gen-crates-inc.py).
 # OELINT_SKIP_CONFIG: no ~/.oelint.cfg may change the result.
@@ -90,10 +70,6 @@ if [ "${CROSSPROF_PACKAGING_SKIP_BUILD:-0}" = 1 ]; then
     echo "skip: build rehearsal (CROSSPROF_PACKAGING_SKIP_BUILD=1)"
 else
     t0=$(date +%s)
-    apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils file
-    for t in "$TRIPLE" "$HEAP_TRIPLE"; do
-        rustup target list --installed | grep -qx "$t" || rustup target add "$t"
-    done
     # A fixed place, so that the cached target dir stays valid: cargo keys its fingerprints on
     # the source paths, and tar keeps the files' mtimes.
     work="$cache/rehearsal"

@@ -32,15 +32,18 @@ if [ "$V_LINKER" != rust ] && [ "$RECIPE_KIND" = rust ]; then
 fi
 
 rw_toolchain "$V_ARCH"
-"$RW_DIR/setup.sh" "$V_ARCH" "$V_LINKER"
+CROSSPROF_SETUP_CHECK=${CROSSPROF_SETUP_CHECK:-1} "$RW_DIR/setup.sh" "$V_ARCH" "$V_LINKER"
 [ "$V_LINKER" = rust ] || rw_flags
 # Debian's cross gcc looks for the linker -fuse-ld names among its own programs only, where
 # lld and mold are not: a directory of ld.lld and ld.mold links, given with -B, lets it find
 # them (the flag then names the cache directory, which keys only these variants' builds).
 if [ "$V_ARCH" != x86_64 ] && { [ "$V_LINKER" = lld ] || [ "$V_LINKER" = mold ]; }; then
     mkdir -p "$RW_CACHE/ld"
-    ln -sf "$(command -v ld.lld)" "$RW_CACHE/ld/ld.lld"
-    ln -sf "$(command -v mold)" "$RW_CACHE/ld/ld.mold"
+    # Only this variant's linker: the other one may not be installed.
+    case "$V_LINKER" in
+        lld) ln -sf "$(command -v ld.lld)" "$RW_CACHE/ld/ld.lld" ;;
+        mold) ln -sf "$(command -v mold)" "$RW_CACHE/ld/ld.mold" ;;
+    esac
     LDFLAGS+=("-B$RW_CACHE/ld")
 fi
 

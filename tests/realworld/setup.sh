@@ -7,6 +7,9 @@
 #
 #   tests/realworld/setup.sh [ARCH [LINKER]]    # ARCH x86_64|aarch64|armv7, LINKER bfd|lld|mold|rust
 #   tests/realworld/setup.sh all                # everything the corpus can use
+#
+# scripts/test-setup.sh runs it with "all" before the tests; build.sh, which the tests run,
+# calls it with CROSSPROF_SETUP_CHECK=1, so a test only checks and never installs.
 set -euo pipefail
 
 arch=${1:-x86_64}
@@ -21,16 +24,13 @@ case "$linker" in
     lld) pkgs+=(lld) ;;
     mold) pkgs+=(mold) ;;
 esac
-need=()
-for p in "${pkgs[@]}"; do
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    echo "realworld: installing ${need[*]}" >&2
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# shellcheck source=../../scripts/lib/apt.sh
+. "$(dirname "$0")/../../scripts/lib/apt.sh"
+if [ "${CROSSPROF_SETUP_CHECK:-0}" = 1 ]; then
+    # Run from a test (through build.sh): change nothing, say what setup has not installed.
+    APT_WHO=realworld apt_require "${pkgs[@]}"
+else
+    APT_WHO=realworld apt_ensure "${pkgs[@]}"
 fi
 if [ "$linker" = rust ] && ! command -v cargo >/dev/null 2>&1; then
     echo "realworld: cargo not found; install Rust with rustup first (https://rustup.rs)" >&2

@@ -10,12 +10,14 @@ use serde_json::Value;
 
 use crate::root;
 
-/// Runs `tests/browser/setup.sh` once per test process (it installs what is missing: Debian's
-/// golang-go and chromium, the pinned npm packages) and returns the npm directory.
+/// The npm directory that `scripts/test-setup.sh` filled (through `tests/browser/setup.sh`), found
+/// once per test process with `setup.sh --check`, which installs nothing: a test never changes the
+/// machine, so a missing piece fails here and names the setup command.
 pub fn npm_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let o = Command::new(root().join("tests/browser/setup.sh"))
+            .arg("--check")
             .output()
             .expect("run tests/browser/setup.sh");
         assert!(
@@ -30,7 +32,7 @@ pub fn npm_dir() -> &'static Path {
 /// Runs `go tool pprof ARGS... FILE` with symbolization off (the profile is symbolized
 /// already; pprof must not look for the binaries) and returns its standard output.
 pub fn go_pprof(args: &[&str], file: &Path) -> String {
-    npm_dir(); // installs golang-go when missing
+    npm_dir(); // fails with the setup command when golang-go is missing
     let o = Command::new("go")
         .args(["tool", "pprof", "-symbolize=none"])
         .args(args)

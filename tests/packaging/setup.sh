@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what tests/packaging/check.sh needs, idempotently: python3-venv with the pinned
+# oelint-adv in a venv under the user cache, the aarch64 cross compiler and C library for the
+# interposer's glibc build, and the two rustup targets of the build rehearsal.
+# scripts/test-setup.sh runs it before the suite; check.sh runs it too when run by hand.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=../../scripts/lib/apt.sh
+. scripts/lib/apt.sh
+. tests/packaging/versions.sh
+python3 -c 'import ensurepip' 2>/dev/null || APT_WHO=packaging apt_ensure python3-venv
+venv="$PACKAGING_CACHE/oelint-venv"
+if ! "$venv/bin/oelint-adv" --version 2>/dev/null | grep -qx "oelint-adv $OELINT_VERSION"; then
+    echo "packaging: installing oelint-adv $OELINT_VERSION into $venv" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "oelint-adv==$OELINT_VERSION"
+fi
+APT_WHO=packaging apt_ensure gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils file
+for t in "$TRIPLE" "$HEAP_TRIPLE"; do
+    rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+done
