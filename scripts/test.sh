@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit tests and the end-to-end suites that record real
-# programs with the real rec and analyse them with hostside.
+# programs with the real rec and analyse them with hostside. Every install happens first, in
+# scripts/test-setup.sh; no test installs anything. Every stage runs even when one fails, and
+# cargo test runs every test binary (--no-fail-fast), so one red run shows all that is wrong.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/test-setup.sh
 scripts/build.sh
 . scripts/env.sh
-# The cross-built rec for every board triple (dist/<triple>/, cached builds) and the emulated
-# boards' kernels and cross toolchains, for the tests that record on emulated ARM boards.
-tests/boards/setup.sh >/dev/null
+# The cross-built rec for every board triple (dist/<triple>/, cached builds).
 targets/dist.sh
-# The real consumers the export and HTML tests read hostside's files with: go tool pprof,
-# headless Chromium, speedscope (npm). Installs only what is missing.
-tests/browser/setup.sh >/dev/null
 export CROSSPROF_DIST="$PWD/dist"
 cargo fmt --all -- --check
 # No Rust source file over 600 lines.
 scripts/file_sizes.sh
 cargo clippy --locked --workspace --all-targets -- -D warnings
-cargo test --locked --workspace --profile host
+failed=()
+cargo test --locked --workspace --profile host --no-fail-fast || failed+=("cargo test")
 # The fuzz crate (outside the workspace): formatted, linted, built, and each target run for a
 # fixed time from its seed corpus.
-scripts/fuzz.sh
+scripts/fuzz.sh || failed+=(scripts/fuzz.sh)
 # The Yocto layer and Buildroot package: oelint-adv, Buildroot's style rules, and an offline
 # vendored build of rec for aarch64 as both build systems do it.
-tests/packaging/check.sh
+tests/packaging/check.sh || failed+=(tests/packaging/check.sh)
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "test: FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "test: all passed" >&2

@@ -45,7 +45,10 @@ rw_apt_opts() {
                 }' /etc/apt/sources.list.d/*.sources 2>/dev/null
             awk '$1 == "deb" && $2 ~ /debian/ { $1 = "deb-src"; print }' /etc/apt/sources.list 2>/dev/null
         } | sort -u >"$dir/sources.list"
-        [ -s "$dir/sources.list" ] || echo "deb-src http://deb.debian.org/debian bookworm main" >"$dir/sources.list"
+        [ -s "$dir/sources.list" ] || {
+            rm -f "$dir/sources.list"
+            rw_die "no Debian archive in this machine's apt sources (/etc/apt/sources.list{,.d/}) to fetch source packages from"
+        }
     fi
     RW_APT=(-oDir::Etc::SourceList="$dir/sources.list" -oDir::Etc::SourceParts=/dev/null
         -oDir::State::Lists="$dir/lists" -oDir::Cache="$dir/cache" -oDir::State::status=/dev/null
