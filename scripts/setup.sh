@@ -8,12 +8,13 @@ set -euo pipefail
 # compilers, so 32-bit x86 code comes from gcc-i686-linux-gnu.) heaptrack is the peer the heap
 # reports are checked against; xz makes MiniDebugInfo for the symbol tests; libc6-dbg gives the
 # C library's detached DWARF that the build-id index tests find away from its path; debuginfod
-# is Debian's server (and elfutils' client) the debuginfod tests fetch from; nodejs and
+# is Debian's server (and elfutils' client) the debuginfod tests fetch from, on a loopback
+# that iproute2's ip brings up in a private network namespace; nodejs and
 # linux-perf run the JIT-map test against perf. protoc
 # (protobuf-compiler) generates hostside's pprof types from the vendored profile.proto.
 pkgs=(gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
     gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
-    qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod nodejs
+    qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod iproute2 nodejs
     linux-perf)
 [ "${CROSSPROF_BENCH:-0}" = 1 ] && pkgs+=(hyperfine)
 # shellcheck source=lib/apt.sh

@@ -14,7 +14,7 @@ set -euo pipefail
 
 arch=${1:-x86_64}
 linker=${2:-bfd}
-pkgs=(dpkg-dev tcl gcc g++ binutils linux-perf libc6-dbg)
+pkgs=(dpkg-dev make tcl gcc g++ binutils linux-perf libc6-dbg)
 case "$arch" in
     aarch64) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
     armv7) pkgs+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross) ;;
