@@ -2,9 +2,13 @@
 // step is an always-inlined helper that must show up as its own (inlined) frame. The volatile
 // local gives hot_a/hot_b a stack frame, so that gcc sets up the frame pointer the kernel's
 // call-chain walk needs (it omits it in leaf functions that use no stack).
+// A unit's size varies from round to round (burn.h's next_unit), so that sampling cannot lock
+// onto the rounds.
 // Usage: cpu_split_cpp [ROUNDS]
 #include <cstdint>
 #include <cstdlib>
+
+#include "burn.h"
 
 namespace work {
 
@@ -31,8 +35,9 @@ int main(int argc, char **argv) {
     long rounds = argc > 1 ? std::atol(argv[1]) : 2000;
     work::Engine e;
     for (long r = 0; rounds == 0 || r < rounds; r++) {
-        e.hot_a(200000);
-        e.hot_b(200000);
+        long unit = next_unit(200000);
+        e.hot_a(unit);
+        e.hot_b(unit);
     }
     return 0;
 }

@@ -5,6 +5,9 @@
 //! that no inlined library function becomes the innermost frame: `self` samples land in
 //! hot_a/hot_b. An empty `asm!` (a macro, not a function) keeps the optimizer from folding
 //! the loop.
+//! A unit's size varies from round to round, pseudo-randomly from half to one and a half
+//! times UNIT as burn.h's next_unit does for the C programs, so that sampling cannot lock onto
+//! rounds of one fixed length (which length that would be depends on the processor's speed).
 //! Build with `-C opt-level=2` (no overflow checks) and `-C force-frame-pointers=yes`.
 
 const UNIT: u64 = 200_000;
@@ -20,9 +23,9 @@ macro_rules! opaque {
 }
 
 #[inline(never)]
-fn hot_a(mut x: u64) -> u64 {
+fn hot_a(mut x: u64, unit: u64) -> u64 {
     let mut i = 0;
-    while i < 3 * UNIT {
+    while i < 3 * unit {
         x = x * MUL + ADD; // LINE:hot_a
         opaque!(&mut x);
         i += 1;
@@ -31,9 +34,9 @@ fn hot_a(mut x: u64) -> u64 {
 }
 
 #[inline(never)]
-fn hot_b(mut x: u64) -> u64 {
+fn hot_b(mut x: u64, unit: u64) -> u64 {
     let mut i = 0;
-    while i < UNIT {
+    while i < unit {
         x = x * MUL + ADD; // LINE:hot_b
         opaque!(&mut x);
         i += 1;
@@ -44,10 +47,12 @@ fn hot_b(mut x: u64) -> u64 {
 fn main() {
     let rounds: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
     let mut x = std::env::args().count() as u64;
-    let mut r = 0;
+    let (mut r, mut state) = (0, 1u64);
     while rounds == 0 || r < rounds {
-        x = hot_a(x); // LINE:call_a
-        x = hot_b(x); // LINE:call_b
+        state = state * MUL + ADD;
+        let unit = UNIT / 2 + (state >> 33) % UNIT;
+        x = hot_a(x, unit); // LINE:call_a
+        x = hot_b(x, unit); // LINE:call_b
         r += 1;
     }
     std::process::exit((x & 1) as i32 * 0);

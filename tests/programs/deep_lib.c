@@ -3,6 +3,7 @@
 
 extern uint64_t deep_exe_level(int level, uint64_t x);
 extern volatile uint64_t deep_sink;
+extern long deep_unit;
 
 /* The leaf: all CPU time of the deep path is spent here, in the library. */
 __attribute__((noinline)) uint64_t deep_leaf(uint64_t x, long n) {
@@ -12,7 +13,7 @@ __attribute__((noinline)) uint64_t deep_leaf(uint64_t x, long n) {
 }
 
 __attribute__((noinline)) uint64_t deep_lib_level(int level, uint64_t x) {
-    uint64_t r = level <= 1 ? deep_leaf(x, 400000) : deep_exe_level(level - 1, x + 1);
+    uint64_t r = level <= 1 ? deep_leaf(x, deep_unit) : deep_exe_level(level - 1, x + 1);
     deep_sink += r; /* not a tail call: the frame stays on the stack */
     return r ^ (uint64_t)level;
 }

@@ -2,18 +2,20 @@
  * ROUNDS; the parent meanwhile runs parent_work for the same amount of work as the child's whole
  * run (4 units per round), then waits. Expected: both processes appear, the parent's
  * parent_work and the child's hot_a/hot_b share the samples 50:37.5:12.5.
+ * parent_work runs cpu_split's own loop (burn.h) on the same sequence of round sizes
+ * (next_unit), so those are shares of counted iterations of one loop body: the same on every
+ * processor.
  * Usage: forkexec CHILD_PROG ROUNDS */
-#include <stdint.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-static volatile uint64_t sink;
+#include "burn.h"
+
+#define UNIT 200000L
 
 __attribute__((noinline)) void parent_work(long rounds) {
-    uint64_t x = sink;
-    for (long i = 0; i < rounds * 4 * 200000L; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    sink = x;
+    for (long r = 0; r < rounds; r++) BURN(4 * next_unit(UNIT));
 }
 
 int main(int argc, char **argv) {

@@ -1,13 +1,17 @@
 // A tiny JIT: copies machine code for two busy loops into anonymous memory at run time,
 // makes it executable, names the two functions in /tmp/perf-PID.map as JIT runtimes do, and
-// spends its time in them (jit_hot three times as long as jit_cold). With a second argument
-// `nomap` it writes no map and prints the code's address instead. x86_64 only.
+// spends its time in them (jit_hot three times as long as jit_cold: the same code, three times
+// the count, in rounds whose size varies (burn.h's next_unit) so that sampling cannot lock onto
+// them). With a second argument `nomap` it writes no map and prints the code's address
+// instead. x86_64 only.
 // Built by tests/tests/jit_maps.rs: gcc -O2 jit_map.c
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "burn.h"
 
 // void f(long n) { while (n--) ; }:
 //   test %rdi,%rdi; jz done; loop: dec %rdi; jnz loop; done: ret
@@ -43,8 +47,9 @@ int main(int argc, char **argv) {
     fclose(f);
     loop_fn hot = (loop_fn)page, cold = (loop_fn)(page + 64);
     for (long r = 0; r < rounds; r++) {
-        hot(3000000);
-        cold(1000000);
+        long unit = next_unit(1000000);
+        hot(3 * unit);
+        cold(unit);
     }
     printf("%s\n", path);
     return 0;

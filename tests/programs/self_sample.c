@@ -6,7 +6,8 @@
  * Call tree (like deep.c, in one file): main -> run_deep -> level(12) -> ... -> level(1) ->
  * leaf (2 units per round); main -> recurse(20) -> ... -> recurse(0) -> leaf (1 unit). Both
  * paths spend their time in the same leaf, so the 2:1 split holds even where an emulator runs
- * different code at different speeds.
+ * different code at different speeds. The leaf's iterations per call vary from round to round
+ * (burn.h's next_unit), so that the timer cannot lock onto rounds of one length.
  *
  * Output file (in the target's byte order): per sample: u32 nregs, u64 regs[nregs] in perf's
  * register order for the architecture (ARM: r0..r15; RISC-V: pc, ra, sp, s0), u32 len,
@@ -21,11 +22,13 @@
 #include <sys/time.h>
 #include <ucontext.h>
 
+#include "burn.h"
+
 #define MAX_SAMPLES 4000
 #define STACK_BYTES 4096
 
 extern void *__libc_stack_end;
-static volatile uint64_t sink;
+static long unit = 200000;
 static unsigned char buf[MAX_SAMPLES][STACK_BYTES];
 static uint32_t lens[MAX_SAMPLES];
 static uint64_t regs[MAX_SAMPLES][16];
@@ -72,7 +75,7 @@ __attribute__((noinline)) uint64_t leaf(uint64_t x, long n) {
 }
 
 __attribute__((noinline)) uint64_t level(int depth, uint64_t x) {
-    uint64_t r = depth <= 1 ? leaf(x, 200000) : level(depth - 1, x + 1);
+    uint64_t r = depth <= 1 ? leaf(x, unit) : level(depth - 1, x + 1);
     sink += r;
     return r ^ (uint64_t)depth;
 }
@@ -84,7 +87,7 @@ __attribute__((noinline)) uint64_t run_deep(uint64_t x) {
 }
 
 __attribute__((noinline)) uint64_t recurse(int depth, uint64_t x) {
-    uint64_t r = depth == 0 ? leaf(x, 200000) : recurse(depth - 1, x + 3);
+    uint64_t r = depth == 0 ? leaf(x, unit) : recurse(depth - 1, x + 3);
     sink += r;
     return r + (uint64_t)depth;
 }
@@ -101,6 +104,7 @@ int main(int argc, char **argv) {
     setitimer(ITIMER_PROF, &it, NULL);
     uint64_t x = (uint64_t)argc;
     for (long r = 0; r < rounds; r++) {
+        unit = next_unit(200000);
         x += run_deep(x);
         x += recurse(20, x);
     }

@@ -14,26 +14,22 @@
 #include "burn.h"
 
 __attribute__((noinline)) void burn_full(double secs) {
-    unsigned long x = 1;
     double end = now(CLOCK_MONOTONIC) + secs;
     while (now(CLOCK_MONOTONIC) < end) {
-        SPIN(x); /* LINE:burn_full */
+        BURN(SLICE); /* LINE:burn_full */
     }
-    sink = x;
 }
 
 __attribute__((noinline)) void burn_quarter(double secs) {
-    unsigned long x = 1;
     double end = now(CLOCK_MONOTONIC) + secs;
     struct timespec nap = {0, 15 * 1000 * 1000};
     while (now(CLOCK_MONOTONIC) < end) {
         double busy_until = now(CLOCK_THREAD_CPUTIME_ID) + 0.005;
         while (now(CLOCK_THREAD_CPUTIME_ID) < busy_until) {
-            SPIN(x); /* LINE:burn_quarter */
+            BURN(SLICE); /* LINE:burn_quarter */
         }
         nanosleep(&nap, NULL);
     }
-    sink = x;
 }
 
 int main(int argc, char **argv) {

@@ -1,6 +1,7 @@
-/* Ground truth for threads: worker N (N = 1..4) does N units of work, so the four threads take
- * 10%, 20%, 30% and 40% of the samples. Each thread is named "workerN", unless the second
- * argument is "unnamed": then the threads keep the name they inherit (the program's).
+/* Ground truth for threads: worker N (N = 1..4) does N units of work (burn.h's loop, counted),
+ * so the four threads take 10%, 20%, 30% and 40% of the samples. Each thread is named
+ * "workerN", unless the second argument is "unnamed": then the threads keep the name they
+ * inherit (the program's).
  * Usage: threads [UNITS [unnamed]] */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -9,13 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "burn.h"
+
 static long units = 150;
 static int named = 1;
 
 __attribute__((noinline)) static uint64_t spin(long n) {
-    uint64_t x = (uint64_t)n;
-    for (long i = 0; i < n * 1000000L; i++) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    return x;
+    BURN(n * 1000000L);
+    return sink;
 }
 
 static void *worker(void *arg) {

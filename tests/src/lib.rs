@@ -8,6 +8,7 @@
 
 pub mod boards;
 pub mod consumers;
+pub mod cpu_time;
 pub mod fixtures;
 pub mod heap_parity;
 pub mod heaptrack;

@@ -235,6 +235,9 @@ fn forked_child_that_execs_is_followed() {
     assert!(pids.len() >= 2, "both processes must appear: {pids:?}");
 }
 
+/// Recorded until the program has used 1.5 s of CPU time, by the kernel's accounting, not for
+/// a fixed time: on a loaded machine the program gets whatever share of a CPU is left, and
+/// cpu-clock samples its CPU time (273 samples in 2 s at a load average of 10 on two cores).
 #[test]
 fn attaching_to_a_running_process_gives_the_same_split() {
     let p = build("cpu_split.c", "attach", C_FP);
@@ -242,20 +245,26 @@ fn attaching_to_a_running_process_gives_the_same_split() {
         .arg("0")
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = child.id();
     let out = scratch().join("attach.zst");
-    let pid = child.id().to_string();
-    let o = run_rec(&[
-        "--out",
-        out.to_str().unwrap(),
-        // cpu-clock counts the program's CPU time: 4 s keep it above 300 samples even when
-        // the program gets well under half a core on a loaded machine (273 in 2 s at a load
-        // average of 10 on two cores).
-        "--duration",
-        "4",
-        "-p",
-        &pid,
-    ]);
+    let (rec, used) = {
+        let _program = cpu_time::KillOnPanic(pid);
+        // Attached once the program runs its loop, past its start-up.
+        cpu_time::run_for_cpu(pid, 0.1);
+        let rec = std::process::Command::new(rec())
+            .arg("--out")
+            .arg(&out)
+            .args(["-p", &pid.to_string()])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _rec = cpu_time::KillOnPanic(rec.id());
+        cpu_time::wait_for_recording(&out);
+        (rec, cpu_time::run_for_cpu(pid, 1.5))
+    };
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
     let _ = child.kill();
     let _ = child.wait();
     assert!(
@@ -264,10 +273,13 @@ fn attaching_to_a_running_process_gives_the_same_split() {
         String::from_utf8_lossy(&o.stderr)
     );
     let r = report_json(&out, Some(&p.sysroot));
+    // Every millisecond of that CPU time is a sample at 999 Hz (5% less for the timer's
+    // slack), kept or, where rec was starved of CPU, counted as lost.
+    let samples = r["cpu"]["samples"].as_u64().unwrap();
+    let lost = r["recording"]["lost_samples"].as_u64().unwrap();
     assert!(
-        r["cpu"]["samples"].as_u64().unwrap() > 300,
-        "{}",
-        r["cpu"]["samples"]
+        (samples + lost) as f64 >= used * 999.0 * 0.95,
+        "{samples} samples ({lost} lost) for {used:.2} s of CPU"
     );
     assert_split(&r, "hot_a", "hot_b");
 }

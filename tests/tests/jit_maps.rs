@@ -71,11 +71,12 @@ fn generated_functions_are_named_from_the_carried_perf_map() {
         missing <= stray,
         "{missing} unnamed frames, {stray} stray: {report:#}"
     );
-    // jit_hot runs three times as long as jit_cold.
+    // jit_hot runs three times as long as jit_cold (±5 points: the rounds vary in length, so
+    // the samples cannot lock onto them).
     let (hot, cold) = (truth[0].0, truth[1].0);
     assert!(hot + cold > 200, "too few samples: {hot} + {cold}");
     let pct = share(hot, cold);
-    assert!((pct - 75.0).abs() < 10.0, "jit_hot share {pct:.1}%");
+    assert!((pct - 75.0).abs() <= 5.0, "jit_hot share {pct:.1}%");
 }
 
 #[test]
@@ -124,13 +125,15 @@ fn generated_code_without_a_map_is_a_diagnostic_with_its_frame_count() {
     );
 }
 
-/// `jit_map.c` built in scratch directory `name` and recorded running 300 rounds with
+/// `jit_map.c` built in scratch directory `name` and recorded running 1200 rounds with
 /// `extra` arguments, in frame-pointer mode; returns the recording and rec's output (the
 /// program prints where its code or map went).
 fn build_and_record(name: &str, extra: &[&str]) -> (std::path::PathBuf, std::process::Output) {
-    // 600 rounds, about 0.6 s: at 300 (0.3 s) one stall of the machine during jit_cold
-    // moved the 75:25 split to 62:38 in a final-suite run.
-    let mut args = vec!["600"];
+    // 1200 rounds, about 1.7 s of CPU: 75:25 to 5 points is then four standard deviations.
+    // At 300 rounds the split once read 62:38, when the rounds were all of one length: 1.4 ms
+    // here, near 4/3 of the 1 ms sampling period, where the samples fall on four points of
+    // the round.
+    let mut args = vec!["1200"];
     args.extend_from_slice(extra);
     let run =
         fixtures::built_in_place_and_recorded("jit_map", name, &["--call-graph", "fp"], &args);
