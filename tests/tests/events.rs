@@ -130,8 +130,11 @@ fn attached_faults_fall_in_a_mapping_made_before_the_attach() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let p = build("page_faults.c", "faults_attach", C_FP);
+    // It touches its pages when its standard input ends: once rec is recording, however long
+    // a loaded machine takes to start it.
     let mut app = Command::new(&p.board)
-        .arg("1500")
+        .arg("wait")
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("start page_faults");
@@ -149,6 +152,8 @@ fn attached_faults_fall_in_a_mapping_made_before_the_attach() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start rec");
+    cpu_time::wait_for_recording(&out);
+    drop(app.stdin.take());
     assert!(app.wait().unwrap().success());
     let o = rec.wait_with_output().expect("rec ends with its target");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -46,7 +46,9 @@ fn removing_new_maps(f: impl FnOnce()) -> usize {
     new.len()
 }
 
-/// The script, the rounds it runs, and the `hot.js:LINE:` V8 puts in the hot function's name.
+/// The script, the CPU time it runs for (seconds: the same number of samples on any processor
+/// and under any load, where a count of rounds took 1.2 s here), and the `hot.js:LINE:` V8
+/// puts in the hot function's name.
 fn script() -> (PathBuf, &'static str, String) {
     let script = source("hot.js");
     // V8 names the function `JS:*hot /path/hot.js:LINE:COLUMN` (`~` before it is optimized).
@@ -56,13 +58,13 @@ fn script() -> (PathBuf, &'static str, String) {
         .position(|l| l.starts_with("function hot("))
         .expect("function hot in hot.js")
         + 1;
-    (script, "60", format!("hot.js:{line}:"))
+    (script, "1.2", format!("hot.js:{line}:"))
 }
 
 /// perf, the reference: its report names JIT code from the map while it is there. Returns
 /// the hot function's share and perf's report.
 fn perf_share(dir: &Path) -> (f64, String) {
-    let (script, rounds, hot_at) = script();
+    let (script, secs, hot_at) = script();
     let data = dir.join("perf.data");
     let n = removing_new_maps(|| {
         let o = Command::new("perf")
@@ -71,7 +73,7 @@ fn perf_share(dir: &Path) -> (f64, String) {
             .arg(&data)
             .args(["--", "node", "--perf-basic-prof"])
             .arg(&script)
-            .arg(rounds)
+            .arg(secs)
             .output()
             .expect("perf record (Debian linux-perf)");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -138,7 +140,7 @@ struct NodeRun {
 /// in that directory: it writes an `isolate-*-v8.log`, and with `--perf-prof` its jitdump,
 /// where it runs.)
 fn record_node(tag: &str, jit_flag: &str) -> NodeRun {
-    let (script, rounds, _) = script();
+    let (script, secs, _) = script();
     let dir = scratch().join(tag);
     std::fs::create_dir_all(&dir).unwrap();
     let (perf_hot, _) = perf_share(&dir);
@@ -150,7 +152,7 @@ fn record_node(tag: &str, jit_flag: &str) -> NodeRun {
             .arg(&recording)
             .args(["--call-graph", "fp", "--", "node", jit_flag])
             .arg(&script)
-            .arg(rounds)
+            .arg(secs)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use crossprof_format::{Reader, Record};
 use crossprof_symbols::Lookup;
@@ -24,14 +23,16 @@ struct Finished {
 fn finished() -> &'static Finished {
     static F: OnceLock<Finished> = OnceLock::new();
     F.get_or_init(|| {
-        let program = build("cpu_split.c", "power", C_FP);
+        let program = build("cpu_phases.c", "power", C_FP);
         let out = scratch().join("power.zst");
-        // About 10 seconds of work (one round is about 1 ms here).
+        // 10 seconds of CPU time, so at least 10 s of wall time and 10 flushes of the default
+        // 1 s interval on any processor and under any load (a count of rounds took 11 s here
+        // and would take 5 on a processor twice as fast).
         // Frame-pointer chains keep this 10 s file small: every prefix test re-reads it.
         record(
             &out,
             &["--call-graph", "fp"],
-            &[program.board.to_str().unwrap(), "10000"],
+            &[program.board.to_str().unwrap(), "10", "0", "0"],
         );
         let bytes = std::fs::read(&out).unwrap();
         let mut frame_ends = Vec::new();
@@ -241,7 +242,6 @@ fn pids_of(path: &Path) -> Vec<u32> {
 fn kill_9_of_rec_keeps_everything_synced_before_it() {
     let p = build("cpu_split.c", "kill9", C_FP);
     let out: PathBuf = scratch().join("kill9.zst");
-    let started = std::time::Instant::now();
     let mut rec = Command::new(rec())
         .args(["--call-graph", "fp", "--out"])
         .arg(&out)
@@ -250,9 +250,20 @@ fn kill_9_of_rec_keeps_everything_synced_before_it() {
         .arg("0")
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(5));
+    // Killed once the program has used 3 s of CPU time under rec (the kernel's accounting):
+    // several flushes' worth of samples however little CPU a loaded machine leaves it, and it
+    // ran right up to the kill, so its newest samples are from just before it.
+    {
+        let _rec = cpu_time::KillOnPanic(rec.id());
+        let app = cpu_time::child_of(rec.id());
+        let _app = cpu_time::KillOnPanic(app);
+        cpu_time::wait_for_recording(&out);
+        cpu_time::run_for_cpu(app, 3.0);
+    }
+    // The moment of the kill on the clock rec stamps records with (CLOCK_MONOTONIC), not time
+    // since the spawn: rec's own start-up, slow on a loaded machine, is not lost data.
+    let kill_at = monotonic_ns();
     rec.kill().unwrap(); // SIGKILL
-    let killed_after = started.elapsed();
     rec.wait().unwrap();
     for pid in pids_of(&p.board) {
         unsafe_kill(pid);
@@ -262,16 +273,13 @@ fn kill_9_of_rec_keeps_everything_synced_before_it() {
     // At most one flush interval (1 s) is lost. Judged by time, not by a sample count, so a
     // loaded machine (fewer samples per second) cannot fail it: the newest surviving sample is
     // at most the flush interval plus slack older than the kill.
-    let r = Reader::new(&bytes).unwrap();
-    let start = r.header().start_clock_ns;
+    let mut r = Reader::new(&bytes).unwrap();
     let mut last = 0;
-    let mut r = r;
     while let Some(rec) = r.next_record() {
         if let Record::Sample(s) = rec {
             last = last.max(s.time);
         }
     }
-    let kill_at = start + killed_after.as_nanos() as u64;
     let lost = kill_at.saturating_sub(last);
     assert!(n > 100, "only {n} samples survived");
     assert!(
@@ -291,6 +299,15 @@ fn kill_9_of_rec_keeps_everything_synced_before_it() {
     assert_eq!(j["cpu"]["samples"].as_u64(), Some(n));
     let (a, b) = (count(&j, "hot_a", "self"), count(&j, "hot_b", "self"));
     assert!((70.0..=80.0).contains(&share(a, b)));
+}
+
+/// Nanoseconds on CLOCK_MONOTONIC.
+fn monotonic_ns() -> u64 {
+    // SAFETY: ts is a valid timespec for clock_gettime to fill.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn unsafe_kill(pid: u32) {

@@ -8,15 +8,24 @@ use crossprof_format::{Reader, Record};
 use crossprof_tests::*;
 
 fn samples_in(path: &std::path::Path) -> (u64, bool) {
+    let (n, _, complete) = samples_and_lost(path);
+    (n, complete)
+}
+
+/// The samples of a recording, those the kernel dropped (rec starved of CPU on a loaded
+/// machine), and whether it is complete.
+fn samples_and_lost(path: &std::path::Path) -> (u64, u64, bool) {
     let bytes = std::fs::read(path).unwrap();
     let mut r = Reader::new(&bytes).unwrap();
-    let mut n = 0;
+    let (mut n, mut lost) = (0, 0);
     while let Some(rec) = r.next_record() {
-        if let Record::Sample(_) = rec {
-            n += 1;
+        match rec {
+            Record::Sample(_) => n += 1,
+            Record::Lost(l) if l.kind == "samples" => lost += l.count,
+            _ => {}
         }
     }
-    (n, r.summary().complete)
+    (n, lost, r.summary().complete)
 }
 
 #[test]
@@ -105,7 +114,15 @@ fn sigint_is_forwarded_and_the_file_is_complete() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Interrupted once the application has used a second of CPU time (the kernel's
+    // accounting) under rec, however little of a CPU the machine leaves it.
+    let used = {
+        let _rec = cpu_time::KillOnPanic(rec.id());
+        let app = cpu_time::child_of(rec.id());
+        let _app = cpu_time::KillOnPanic(app);
+        cpu_time::wait_for_recording(&out);
+        cpu_time::run_for_cpu(app, 1.0)
+    };
     let t = Instant::now();
     assert!(Command::new("kill")
         .args(["-INT", &rec.id().to_string()])
@@ -120,11 +137,14 @@ fn sigint_is_forwarded_and_the_file_is_complete() {
     );
     // The application died of the forwarded SIGINT; rec says so.
     assert_eq!(status.code(), Some(128 + 2));
-    let (n, complete) = samples_in(&out);
+    let (n, lost, complete) = samples_and_lost(&out);
     assert!(complete);
-    // Sampling stops with the application, not earlier. (Counted loosely: other tests run
-    // their recordings on the same two cores at the same time.)
-    assert!(n > 100, "{n} samples in 1.5 s");
+    // Sampling went on up to the signal: every millisecond of that CPU time is a sample at
+    // 999 Hz (5% less for the timer's slack), kept or counted as lost.
+    assert!(
+        (n + lost) as f64 >= used * 999.0 * 0.95,
+        "{n} samples ({lost} lost) for {used:.2} s of CPU"
+    );
 }
 
 #[test]
@@ -176,7 +196,9 @@ fn a_full_disk_keeps_what_was_synced() {
         0,
         "this test mounts a tiny tmpfs and must run as root"
     );
-    let p = build("cpu_split.c", "enospc", C_FP);
+    // 2 s of CPU time (about 2000 samples, on any processor), several times what fills the
+    // 8 KiB: the program must outlast the disk for rec to hit its end.
+    let p = build("cpu_phases.c", "enospc", C_FP);
     let dir = scratch().join("tiny");
     std::fs::create_dir_all(&dir).unwrap();
     let m = Command::new("mount")
@@ -194,7 +216,9 @@ fn a_full_disk_keeps_what_was_synced() {
         "--out",
         out.to_str().unwrap(),
         p.board.to_str().unwrap(),
-        "2000",
+        "2",
+        "0",
+        "0",
     ]);
     let bytes = std::fs::read(&out).unwrap();
     let _ = Command::new("umount").arg(&dir).status();

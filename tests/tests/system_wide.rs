@@ -15,7 +15,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossprof_tests::*;
 use serde_json::Value;
@@ -44,18 +44,6 @@ fn wait_cpu(child: Child) -> f64 {
     assert_eq!(status, 0, "system_load failed: {status:#x}");
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-/// CPU time a running process has used so far (utime + stime of /proc/PID/stat), seconds.
-fn cpu_so_far(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    // Fields after the command (which may hold spaces) start after the last ')'.
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / hz
 }
 
 fn process(r: &Value, pid: u32) -> &Value {
@@ -121,17 +109,9 @@ fn record_both(p: &Program, out: &Path) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run rec -a");
-    // The header is written right after the events are open (the /proc snapshot follows
-    // it): from then on, every millisecond of CPU is sampled.
-    let started = Instant::now();
-    while std::fs::metadata(out).map_or(0, |m| m.len()) == 0 {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "rec never started"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let early_before = cpu_so_far(early.id());
+    // The /proc snapshot follows the header: the early program's maps come from it.
+    cpu_time::wait_for_header(out);
+    let early_before = cpu_time::cpu_so_far(early.id());
     std::thread::sleep(Duration::from_millis(300));
     let late = spawn(p, "quarter", "4");
     let (early_pid, late_pid) = (early.id(), late.id());
