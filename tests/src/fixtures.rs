@@ -1,6 +1,7 @@
 //! Ground-truth builds and recordings that several suites start from, made one way so that a
 //! change to how the "board" copy or the sysroot is laid out happens in one place.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -79,20 +80,67 @@ pub fn recorded_cpu_split(tag: &str) -> (Program, PathBuf) {
     (program, recording)
 }
 
+/// `mutex_split.c` recorded by [`recorded_mutex_split`], with what the program measured.
+pub struct MutexSplit {
+    /// The program.
+    pub program: Program,
+    /// `<scratch>/<tag>.zst`.
+    pub recording: PathBuf,
+    /// Nanoseconds the program measured itself in each of `wait_turn`, `take_lock`, `rest` and
+    /// `hold_lock`, summed over the rounds: the truth of the waits, which wake-up delays on a
+    /// busy machine stretch and shift away from the nominal 30 and 90 ms.
+    pub measured: HashMap<String, u64>,
+}
+
+impl MutexSplit {
+    /// `a`'s share of `a + b` as the program measured them, percent.
+    pub fn measured_share(&self, a: &str, b: &str) -> f64 {
+        let ns = |f: &str| self.measured[f] as f64;
+        100.0 * ns(a) / (ns(a) + ns(b))
+    }
+}
+
 /// `mutex_split.c` (-O2), built under `<scratch>/<tag>/` with the C library in its sysroot and
-/// recorded with `--off-cpu` for 20 rounds into `<scratch>/<tag>.zst`. Its contender waits 3x
-/// longer for the lock (`take_lock`) than it sleeps between turns (`wait_turn`), and the
-/// holder wakes it 20 times from each; see tests/tests/off_cpu.rs.
-pub fn recorded_mutex_split(tag: &str) -> (Program, PathBuf) {
+/// recorded with `--off-cpu` for 20 rounds into `<scratch>/<tag>.zst`. Its contender waits
+/// about 3x longer for the lock (`take_lock`) than it sleeps between turns (`wait_turn`), as
+/// [`MutexSplit::measured`] says exactly, and the holder wakes it 20 times from each; see
+/// tests/tests/off_cpu.rs.
+pub fn recorded_mutex_split(tag: &str) -> MutexSplit {
     let program = build("mutex_split.c", tag, &["-O2"]);
     add_system_libs(&program.sysroot, &program.board);
     let recording = scratch().join(format!("{tag}.zst"));
-    record(
-        &recording,
-        &["--off-cpu"],
-        &[program.board.to_str().expect("UTF-8 path"), "20"],
+    let out = recording.to_str().expect("UTF-8 path");
+    let board = program.board.to_str().expect("UTF-8 path");
+    let o = run_rec(&["--off-cpu", "--out", out, "--", board, "20"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // "wait_turn_ns W take_lock_ns T rest_ns R hold_lock_ns H"
+    let text = String::from_utf8_lossy(&o.stdout);
+    let words: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("wait_turn_ns "))
+        .unwrap_or_else(|| panic!("no measurements in {text:?}"))
+        .split_whitespace()
+        .collect();
+    let measured = words
+        .chunks(2)
+        .map(|w| {
+            let name = w[0].strip_suffix("_ns").expect("NAME_ns");
+            (name.to_string(), w[1].parse().expect("nanoseconds"))
+        })
+        .collect();
+    let m = MutexSplit {
+        program,
+        recording,
+        measured,
+    };
+    // A real measurement: 20 holds of at least 90 ms and 20 rests of at least 30 (a sleep
+    // never ends early; a loaded machine only makes them longer).
+    assert!(
+        m.measured["hold_lock"] >= 20 * 90_000_000 && m.measured["rest"] >= 20 * 30_000_000,
+        "{:?}",
+        m.measured
     );
-    (program, recording)
+    m
 }
 
 /// A program run under `rec` where it was built, as [`built_in_place_and_recorded`] makes it.

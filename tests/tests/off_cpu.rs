@@ -1,7 +1,9 @@
 //! Issue 14, acceptance 1: off-CPU time from `rec --off-cpu`, against programs whose waits are
-//! known. `off_cpu.c`: nap() sleeps 30 ms of every 40 ms of the main thread (75% of its wall
-//! time); waiter() blocks on a condition variable for the whole run. `mutex_split.c`: the
-//! contender waits 30 ms of every 40 on the mutex and 10 on a semaphore.
+//! known. `off_cpu.c`: nap() sleeps 30 ms of every 40 ms of the main thread (about 75% of its
+//! wall time); waiter() blocks on a condition variable for the whole run. `mutex_split.c`: the
+//! contender waits about 90 ms of every 120 on the mutex and 30 on a semaphore.
+//! A busy machine wakes sleepers late and stretches those waits, so both programs measure
+//! their waits themselves and the tests take those measurements as the truth.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
@@ -41,6 +43,8 @@ fn ns(v: &Value, field: &str) -> u64 {
 const OFF_CPU_FLAGS: &[&str] = &["-O2", "-Wl,-z,now"];
 
 /// What off_cpu.c measured itself: the share of its run spent in nap(), percent.
+/// The measurement must be one of 50 naps of at least 30 ms (a sleep never ends early; a
+/// loaded machine only makes them longer).
 fn measured_nap_share(stdout: &[u8]) -> f64 {
     let text = String::from_utf8_lossy(stdout);
     let line = text
@@ -52,28 +56,23 @@ fn measured_nap_share(stdout: &[u8]) -> f64 {
         .filter_map(|w| w.parse().ok())
         .collect();
     assert_eq!(w.len(), 2, "{line}");
+    assert!(w[0] >= 50.0 * 30e6 && w[1] > w[0], "{line}");
     100.0 * w[0] / w[1]
 }
 
-/// Runs `run` (which records off_cpu.c and returns the report and the program's output) until
-/// the program measures nap() at 75% of its run (±5 points; on a busy machine burn() can end
-/// late), at most three times.
-fn with_truth(mut run: impl FnMut(u32) -> (Value, Vec<u8>)) -> (Value, f64) {
-    let mut last = 0.0;
-    for attempt in 0..3 {
-        let (r, stdout) = run(attempt);
-        last = measured_nap_share(&stdout);
-        if (70.0..=80.0).contains(&last) {
-            return (r, last);
-        }
-        eprintln!("off_cpu.c measured nap at {last:.1}% of its run (machine busy); again");
-    }
-    panic!("off_cpu.c never ran its 75% split (last {last:.1}%): the machine is too busy");
+/// Runs `run` (which records off_cpu.c and returns the report and the program's output) and
+/// returns the report and the share of its run the program measured in nap(), percent: the
+/// truth on this machine, however late its sleeps ended.
+fn with_truth(run: impl FnOnce() -> (Value, Vec<u8>)) -> (Value, f64) {
+    let (r, stdout) = run();
+    let truth = measured_nap_share(&stdout);
+    eprintln!("off_cpu.c measured nap at {truth:.1}% of its run");
+    (r, truth)
 }
 
 /// The main thread's and the waiter's rows, checked for what holds in both stack modes: the
-/// main thread blocked 75% of its wall time (±5 points, and within 3 of what the program
-/// measured), the waiter for the whole run (±5%).
+/// main thread blocked the share of its wall time the program measured in nap() (within 3
+/// points), the waiter for the whole run (±5%).
 fn assert_thread_split(r: &Value, truth: f64) -> (u64, u64) {
     let t = threads(r);
     assert_eq!(t.len(), 2, "{r:#}");
@@ -82,7 +81,7 @@ fn assert_thread_split(r: &Value, truth: f64) -> (u64, u64) {
     assert!(wall > 1_500_000_000, "a short run: {main}");
     let blocked = 100.0 * ns(main, "blocked_ns") as f64 / wall as f64;
     assert!(
-        (70.0..=80.0).contains(&blocked) && (blocked - truth).abs() <= 3.0,
+        (blocked - truth).abs() <= 3.0,
         "main thread blocked {blocked:.1}% of its wall time, the program measured {truth:.1}%: {main}"
     );
     let waited = ns(waiter, "blocked_ns") as f64 / wall as f64;
@@ -136,11 +135,19 @@ fn assert_timeline(r: &Value, truth: f64, source: &str) {
         } else {
             assert!(share < 5.0, "the waiter ran {share:.1}%: {row}");
         }
-        // 33 ms columns of a 40 ms burn/nap cycle: the main thread runs in nearly every one,
-        // the waiter in almost none.
-        let alive = cells.chars().filter(|&c| c != ' ').count();
-        let ran = cells.chars().filter(|&c| c != ' ' && c != '_').count();
-        assert!(alive >= 55, "{cells:?}");
+        // Alive in the columns its life spans: not all 60 where a loaded machine slowed rec's
+        // start or end around the program's.
+        let alive = cells.chars().filter(|&c| c != ' ').count() as u64;
+        let ran = cells.chars().filter(|&c| c != ' ' && c != '_').count() as u64;
+        let spans = (run + wait) / ns(tl, "slice_ns");
+        assert!(
+            (spans..=spans + 2).contains(&alive),
+            "{cells:?} for {} ns in {} ns columns",
+            run + wait,
+            ns(tl, "slice_ns")
+        );
+        // Columns of at least 33 ms (a 60th of a 2 s run) across 40 ms burn/nap cycles: the
+        // main thread runs in nearly every one, the waiter in almost none.
         match want_main {
             true => assert!(ran * 10 >= alive * 8, "{cells:?}"),
             false => assert!(ran * 10 <= alive, "{cells:?}"),
@@ -153,7 +160,7 @@ fn sleeping_and_waiting_threads_exact_stacks() {
     let p = build("off_cpu.c", "off_cpu_exact", OFF_CPU_FLAGS);
     add_system_libs(&p.sysroot, &p.board);
     let out = scratch().join("off_cpu_exact.zst");
-    let (r, truth) = with_truth(|_| {
+    let (r, truth) = with_truth(|| {
         let o = run_rec(&[
             "--off-cpu",
             "--out",
@@ -168,11 +175,12 @@ fn sleeping_and_waiting_threads_exact_stacks() {
     assert_eq!(r["off_cpu"]["stacks"], "exact", "{:#}", r["off_cpu"]);
     let (wall, _) = assert_thread_split(&r, truth);
     assert_timeline(&r, truth, "switches");
-    // nap(): 75% of the main thread's wall time, all of it under work_loop and main.
+    // nap(): the share of the main thread's wall time the program measured, all of it under
+    // work_loop and main.
     let nap = total_ns(&r, "nap");
     let share = 100.0 * nap as f64 / wall as f64;
     assert!(
-        (70.0..=80.0).contains(&share) && (share - truth).abs() <= 3.0,
+        (share - truth).abs() <= 3.0,
         "nap is off-CPU {share:.1}% of the main thread's wall time ({truth:.1}% measured): {:#}",
         r["off_cpu"]
     );
@@ -199,8 +207,16 @@ fn sleeping_and_waiting_threads_exact_stacks() {
         "{:#}",
         r["off_cpu"]
     );
-    // burn() spins: no blocked time of its own beyond preemption.
-    assert!(total_ns(&r, "burn") * 4 < nap, "{:#}", r["off_cpu"]);
+    // burn() spins: no blocked time of its own, only preemption, as much as a busy machine
+    // preempts it.
+    let main = &threads(&r)[0];
+    assert!(
+        total_ns(&r, "burn") <= ns(main, "runnable_ns"),
+        "burn off-CPU {} ns, the thread preempted {} ns: {:#}",
+        total_ns(&r, "burn"),
+        ns(main, "runnable_ns"),
+        r["off_cpu"]
+    );
     assert_eq!(r["off_cpu"]["approximate_ns"], 0, "{:#}", r["off_cpu"]);
     // Every nanosecond is charged once: the section's total is the threads' off-CPU time.
     let sum: u64 = threads(&r).iter().map(|t| ns(t, "off_cpu_ns")).sum();
@@ -290,7 +306,7 @@ fn unprivileged_recording_has_approximate_stacks_and_exact_times() {
         p.board.to_str().unwrap(),
         "50",
     ];
-    let (r, truth) = with_truth(|_| {
+    let (r, truth) = with_truth(|| {
         let status = {
             let _level = root.then(|| Paranoid::set("2"));
             let mut cmd = if root {
@@ -348,17 +364,21 @@ fn unprivileged_recording_has_approximate_stacks_and_exact_times() {
     );
 }
 
+/// The contender's waits split between take_lock and wait_turn, and the holder's between
+/// hold_lock and rest, as the program measured them (about 75:25; within 2 points: a wait is
+/// all of its function's time but a few microseconds on a CPU).
 #[test]
-fn mutex_contention_splits_75_25() {
-    let (p, out) = fixtures::recorded_mutex_split("mutex_split");
-    let r = off_cpu_report(&out, &p.sysroot, &[]);
+fn mutex_contention_splits_as_measured() {
+    let m = fixtures::recorded_mutex_split("mutex_split");
+    let (p, out) = (&m.program, &m.recording);
+    let r = off_cpu_report(out, &p.sysroot, &[]);
     assert_eq!(r["off_cpu"]["stacks"], "exact");
     for (a, b) in [("take_lock", "wait_turn"), ("hold_lock", "rest")] {
         let (na, nb) = (total_ns(&r, a), total_ns(&r, b));
-        let s = share(na, nb);
+        let (s, truth) = (share(na, nb), m.measured_share(a, b));
         assert!(
-            (70.0..=80.0).contains(&s),
-            "{a} has {s:.1}% of {a}+{b} ({na} vs {nb} ns): {:#}",
+            (s - truth).abs() <= 2.0,
+            "{a} has {s:.1}% of {a}+{b} ({na} vs {nb} ns), the program measured {truth:.1}%: {:#}",
             r["off_cpu"]
         );
     }
@@ -424,8 +444,9 @@ fn wakers_of(r: &Value, blocked_in: &str) -> (Vec<Waker>, u64) {
 /// take_lock); nobody else wakes those waits.
 #[test]
 fn the_holder_wakes_the_contender_from_sem_post_and_mutex_unlock() {
-    let (p, out) = fixtures::recorded_mutex_split("mutex_split_wakers");
-    let r = off_cpu_report(&out, &p.sysroot, &[]);
+    let m = fixtures::recorded_mutex_split("mutex_split_wakers");
+    let (p, out) = (&m.program, &m.recording);
+    let r = off_cpu_report(out, &p.sysroot, &[]);
     assert_eq!(r["off_cpu"]["wakeups"]["event"], "sched:sched_waking");
     for blocked_in in ["take_lock", "wait_turn"] {
         let (wakers, woken) = wakers_of(&r, blocked_in);
@@ -442,14 +463,12 @@ fn the_holder_wakes_the_contender_from_sem_post_and_mutex_unlock() {
         assert_eq!(ns_by_holder, woken, "{blocked_in}: {wakers:#?}");
         // The holder thread woke the contender thread.
         assert!(by_holder.iter().all(|w| w.3 != w.4), "{wakers:#?}");
-        // 20 waits of about 90 ms (take_lock) or 30 ms (wait_turn).
-        let (lo, hi) = match blocked_in {
-            "take_lock" => (20 * 85, 20 * 200),
-            _ => (20 * 25, 20 * 150),
-        };
+        // 20 waits of about 90 ms (take_lock) or 30 ms (wait_turn), as long as the program
+        // measured them, to 2% (a few microseconds of each call run on a CPU).
+        let measured = m.measured[blocked_in];
         assert!(
-            (lo..=hi).contains(&(woken / 1_000_000)),
-            "{blocked_in}: woken {woken} ns"
+            woken.abs_diff(measured) * 50 <= measured,
+            "{blocked_in}: woken {woken} ns, the program measured {measured} ns"
         );
     }
     // The text report names the line of holder() that woke each wait: the unlock ends
