@@ -9,7 +9,10 @@
  *            fork: the child makes 100 x malloc(40009) leaked and _exit(0)s;
  *            then exec of itself with "exec": the new image makes 50 x malloc(40013) and exits.
  *   "kill":  200 x malloc(40031) leaked, then SIGKILLs itself.
- *   "long N": N malloc(40037)/free pairs, then writes "done" to the file named by argv[3].
+ *   "long N DONE GO": malloc(40037)/free pairs until the file GO exists (the test kills rec,
+ *            then creates it; at most 2 minutes, should the test die first), then N more,
+ *            then writes "done" to the file DONE: it allocates before and after rec dies,
+ *            however fast the processor.
  * Prints "usr2_allocs=K" (the handler's count) on stdout before the exec. */
 #define _GNU_SOURCE
 #include <link.h>
@@ -21,6 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void *volatile sink;
@@ -78,8 +82,11 @@ int main(int argc, char **argv) {
         kill(getpid(), SIGKILL);
         return 1;
     }
-    if (argc > 3 && strcmp(argv[1], "long") == 0) {
+    if (argc > 4 && strcmp(argv[1], "long") == 0) {
         long n = atol(argv[2]);
+        time_t give_up = time(NULL) + 120;
+        while (access(argv[4], F_OK) != 0 && time(NULL) < give_up)
+            for (int i = 0; i < 10000; i++) { void *p = malloc(40037); sink = p; free(p); }
         for (long i = 0; i < n; i++) { void *p = malloc(40037); sink = p; free(p); }
         FILE *f = fopen(argv[3], "w");
         if (f) { fputs("done\n", f); fclose(f); }

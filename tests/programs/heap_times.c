@@ -1,6 +1,8 @@
 /* Ground truth for heap events at their own times (the Firefox export's allocation tracks).
- *   spin():   first, a thread "spinner" spins SPIN milliseconds while main() waits for it, so
- *             that the first CPU samples come from a thread other than the allocating one;
+ *   spin():   first, a thread "spinner" spins SPIN milliseconds of its own CPU time while
+ *             main() waits for it, so that the first CPU samples come from a thread other than
+ *             the allocating one (CPU time, not wall time: a loaded machine would give a
+ *             wall-clock spin too little CPU for any sample);
  *   spaced(): N blocks, block i of 1000 + i bytes, one every 10 ms (so that each lands on its own
  *             tick of the coarse clock the interposer stamps events with), then frees blocks
  *             N-1 down to 1, one every 10 ms; block 0 (1000 bytes) is never freed.
@@ -20,16 +22,17 @@ static void pause_ms(long ms) {
     nanosleep(&ts, NULL);
 }
 
-static uint64_t now_ms(void) {
+/* Milliseconds of this thread's CPU time. */
+static uint64_t cpu_ms(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void *spin(void *arg) {
-    uint64_t until = now_ms() + (uint64_t)(long)arg;
+    uint64_t until = cpu_ms() + (uint64_t)(long)arg;
     volatile uint64_t x = 1;
-    while (now_ms() < until)
+    while (cpu_ms() < until)
         for (int i = 0; i < 100000; i++) x = x * 6364136223846793005ULL + 1;
     return NULL;
 }

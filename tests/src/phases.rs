@@ -52,8 +52,12 @@ pub fn samples(r: &Value) -> u64 {
     r["cpu"]["samples"].as_u64().unwrap()
 }
 
-/// Edges of phases.c relative to the recording's start: (a→b, b→c, end), and the sleeper's tid.
+/// Edges of phases.c relative to the recording's start: (start, a→b, b→c, end), and the
+/// sleeper's tid.
 pub struct Phases {
+    /// phase_a's start, after the program's own start-up (its allocations among it), which a
+    /// loaded machine can stretch.
+    pub start: u64,
     /// The a→b edge.
     pub ab: u64,
     /// The b→c edge.
@@ -77,6 +81,7 @@ pub fn phases(stderr: &[u8], start: u64) -> Phases {
         .map(|x| x.parse().unwrap())
         .collect();
     Phases {
+        start: w[0] - start,
         ab: w[1] - start,
         bc: w[2] - start,
         end: w[3] - start,

@@ -139,7 +139,8 @@ fn allocations_sit_at_their_times() {
     add_system_libs(&p.sysroot, &p.board);
     let file = scratch().join("ff_heap_times.zst");
     // At 50 Hz of CPU time the main thread's start-up (a few ms) takes no sample and the
-    // spinner's 300 ms several: its track is the process's first.
+    // spinner's 300 ms of CPU time about 15, however busy the machine: its track is the
+    // process's first.
     record(
         &file,
         &["--heap", "--freq", "50"],

@@ -304,12 +304,18 @@ fn a_sigkilled_program_leaves_a_valid_file_with_every_event() {
     );
 }
 
+/// rec is killed while the application allocates, and the application allocates on: it
+/// neither blocks nor dies once the ring's reader is gone. Ordered by files, not by sleeps, so
+/// that neither a fast processor (the application done before the kill) nor a loaded machine
+/// (rec not started yet) can make the test pass or fail without the kill in the middle.
 #[test]
 fn the_application_runs_on_when_rec_is_killed() {
     let prog = build("heap_chaos.c", "heap_chaos_long", &["-O2"]);
     let out = scratch().join("heap_reckill.zst");
     let done = scratch().join("heap_reckill.done");
+    let go = scratch().join("heap_reckill.go");
     let _ = std::fs::remove_file(&done);
+    let _ = std::fs::remove_file(&go);
     let mut rec_proc = Command::new(rec())
         .env("CROSSPROF_HEAP_LIB", heap_lib())
         .args(["--heap", "--no-cpu", "--out", out.to_str().unwrap(), "--"])
@@ -318,14 +324,22 @@ fn the_application_runs_on_when_rec_is_killed() {
             "long",
             "3000000",
             done.to_str().unwrap(),
+            go.to_str().unwrap(),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn rec");
-    std::thread::sleep(Duration::from_millis(300));
+    // Killed once rec records and the application is in its allocation loop.
+    {
+        let _rec = cpu_time::KillOnPanic(rec_proc.id());
+        let app = cpu_time::child_of(rec_proc.id());
+        cpu_time::wait_for_recording(&out);
+        cpu_time::run_for_cpu(app, 0.1);
+    }
     rec_proc.kill().expect("kill -9 rec");
     rec_proc.wait().expect("reap rec");
+    std::fs::write(&go, "").unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done.exists() {
         assert!(
