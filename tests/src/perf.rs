@@ -55,6 +55,7 @@ pub fn record_with_rec(
     rec_out: &Path,
     perf_out: &Path,
     stack: u32,
+    freq: u32,
     cwd: &Path,
     command: &[String],
 ) {
@@ -77,6 +78,8 @@ pub fn record_with_rec(
     let mut rec_child = Command::new(rec)
         .arg("--out")
         .arg(rec_out)
+        .arg("--freq")
+        .arg(freq.to_string())
         .arg("--")
         .arg(waitexec())
         .arg(&go)
@@ -90,7 +93,8 @@ pub fn record_with_rec(
     let mut rec_guard = KillOnDrop(Some(&mut rec_child));
     let shell = wait_for_child(rec_guard.id(), "waitexec");
     let mut perf_child = Command::new(perf())
-        .args(["record", "-q", "-N", "-B", "-e", "cpu-clock", "-F", "999"])
+        .args(["record", "-q", "-N", "-B", "-e", "cpu-clock", "-F"])
+        .arg(freq.to_string())
         .arg("--call-graph")
         .arg(format!("dwarf,{stack}"))
         .arg("-o")

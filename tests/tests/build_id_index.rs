@@ -69,12 +69,33 @@ fn scatter(from: &Path, to: &Path) -> usize {
     files.len()
 }
 
+/// The reference sysroot is complete: every frame in a mapped module has a name. A frame-pointer
+/// walk that starts in the dynamic loader during start-up (built without frame pointers) can
+/// still produce an address outside every mapping, module `[unknown]`; whether such a sample
+/// happens depends on the processor's speed, so those are only bounded, to 1% of the samples.
+fn assert_every_mapped_frame_named(r: &Value) {
+    let samples = r["cpu"]["samples"].as_u64().unwrap();
+    let mut unmapped = 0;
+    for f in r["cpu"]["functions"].as_array().unwrap() {
+        let name = f["function"].as_str().unwrap();
+        if f["module"] == "[unknown]" {
+            unmapped += f["total"].as_u64().unwrap();
+            continue;
+        }
+        assert!(!name.contains("0x"), "unsymbolized frame {f} in {r:#}");
+    }
+    assert!(
+        unmapped * 100 <= samples,
+        "{unmapped} of {samples} samples hold an unmapped frame: {r:#}"
+    );
+}
+
 #[test]
 fn a_binary_run_from_a_directory_the_sysroot_lacks_is_fully_symbolized() {
     let f = fixture();
     let reference = report(&["--sysroot", f.mirror.to_str().unwrap()], &f.recording);
     assert!(count(&reference, "hot_a", "self") > 0, "{reference:#}");
-    assert_eq!(reference["cpu"]["unsymbolized_frames"], 0, "{reference:#}");
+    assert_every_mapped_frame_named(&reference);
     assert_eq!(module(&reference, &f.program.board)["found_by"], "path");
 
     // The same files, each at a path that has nothing to do with the board's.

@@ -59,6 +59,33 @@ fn our_totals(report: &Value) -> HashMap<String, u64> {
     m
 }
 
+/// The samples each profiler should take of one run: the 500 asserted below with room for a
+/// workload that runs faster than its dry run.
+const SAMPLES_WANTED: f64 = 1200.0;
+
+/// The sampling frequency that gives [`SAMPLES_WANTED`] samples of the workload on this
+/// processor: the workload's CPU time comes from a dry run, as the kernel accounted it (the
+/// workloads are fixed work, about one second of CPU on the machines the suite grew on, so at
+/// a fixed 999 Hz a processor twice as fast would take too few samples). Between 999 Hz and
+/// 4999 Hz, far below the kernel's default sample-rate limit, so neither tool is throttled.
+// The child is reaped by wait4, which Child::wait cannot do: it drops the rusage.
+#[allow(clippy::zombie_processes)]
+fn sampling_freq(p: &RealProgram) -> u32 {
+    let child = p.command().spawn().expect("run the workload");
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 reaps our own child and fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the pid is our child's, not yet reaped; both pointers are valid.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert!(
+        r > 0 && libc::WIFEXITED(status),
+        "the workload's dry run failed: {status:#x}"
+    );
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cpu = secs(usage.ru_utime) + secs(usage.ru_stime);
+    (SAMPLES_WANTED / cpu.max(1e-3)).clamp(999.0, 4999.0) as u32
+}
+
 fn pct(n: u64, of: u64) -> f64 {
     100.0 * n as f64 / of.max(1) as f64
 }
@@ -98,11 +125,13 @@ fn measure(program: &str, variant: &str, round: u32) -> (f64, String) {
     let recording = scratch().join(format!("{tag}.zst"));
     let data = scratch().join(format!("{tag}.perf.data"));
     let size = rec_default_stack();
+    let freq = sampling_freq(&p);
     perf::record_with_rec(
         &rec(),
         &recording,
         &data,
         size,
+        freq,
         &p.workdir,
         &p.command_line(),
     );
@@ -130,8 +159,8 @@ fn measure(program: &str, variant: &str, round: u32) -> (f64, String) {
         reference.samples
     );
     // Enough samples for the shares below to mean something (at 500, a share's standard
-    // error is at most 2.2 points). Not 1000: zstd's workload takes about one second of CPU,
-    // and on a quiet, fast machine both tools took 994 and 993 samples of it.
+    // error is at most 2.2 points). The frequency aims at SAMPLES_WANTED, whatever the
+    // processor's speed; cpu-clock counts the program's CPU time, so load does not change it.
     assert!(
         samples >= 500 && reference.samples >= 500,
         "too few samples to compare: hostside {samples}, perf {}",
