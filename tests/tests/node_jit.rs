@@ -47,18 +47,29 @@ fn removing_new_maps(f: impl FnOnce()) -> usize {
 }
 
 /// The script, the CPU time it runs for (seconds: the same number of samples on any processor
-/// and under any load, where a count of rounds took 1.2 s here), and the `hot.js:LINE:` V8
+/// and under any load, where a count of rounds took 1.2 s here), and the `hot.js:LINE` V8
 /// puts in the hot function's name.
 fn script() -> (PathBuf, &'static str, String) {
     let script = source("hot.js");
-    // V8 names the function `JS:*hot /path/hot.js:LINE:COLUMN` (`~` before it is optimized).
+    // V8 names the function `JS:*hot /path/hot.js:LINE:COLUMN` (`~` before it is optimized;
+    // Node 18's V8, Debian bookworm's, `LazyCompile:*hot /path/hot.js:LINE`).
     let line = std::fs::read_to_string(&script)
         .unwrap()
         .lines()
         .position(|l| l.starts_with("function hot("))
         .expect("function hot in hot.js")
         + 1;
-    (script, "1.2", format!("hot.js:{line}:"))
+    (script, "1.2", format!("hot.js:{line}"))
+}
+
+/// Whether `name` is V8's name of the JIT-compiled function at `at` (`hot.js:LINE`): a code
+/// kind (`JS` since Node 20, `LazyCompile` or `Function` before) and the location, with or
+/// without its column.
+fn is_js_function_at(name: &str, at: &str) -> bool {
+    let kind = name.split(':').next().unwrap_or("");
+    let location = name.rsplit(' ').next().unwrap_or("");
+    matches!(kind, "JS" | "LazyCompile" | "Function")
+        && (location.ends_with(at) || location.contains(&format!("{at}:")))
 }
 
 /// perf, the reference: its report names JIT code from the map while it is there. Returns
@@ -90,7 +101,11 @@ fn perf_share(dir: &Path) -> (f64, String) {
     let perf_text = std::fs::read_to_string(dir.join("perf.txt")).unwrap();
     let perf_hot: f64 = perf_text
         .lines()
-        .filter(|l| l.contains("JS:") && l.contains(&hot_at))
+        // `    66.24%  [.] JS:*hot /path/hot.js:4:20`
+        .filter(|l| {
+            l.split_once("] ")
+                .is_some_and(|(_, name)| is_js_function_at(name.trim(), &hot_at))
+        })
         .filter_map(|l| {
             l.split_whitespace()
                 .next()?
@@ -117,7 +132,7 @@ fn hostside_share(recording: &Path) -> (f64, u64) {
         .iter()
         .filter(|f| {
             let name = f["function"].as_str().unwrap_or("");
-            name.starts_with("JS:") && name.contains(&hot_at)
+            is_js_function_at(name, &hot_at)
         })
         .inspect(|f| assert_eq!(f["module"], "[jit]"))
         .map(|f| f["self"].as_u64().unwrap())

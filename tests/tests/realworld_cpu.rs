@@ -59,9 +59,11 @@ fn our_totals(report: &Value) -> HashMap<String, u64> {
     m
 }
 
-/// The samples each profiler should take of one run: the 500 asserted below with room for a
-/// workload that runs faster than its dry run.
-const SAMPLES_WANTED: f64 = 1200.0;
+/// The samples each profiler should take of one run: the 500 asserted below with room to
+/// spare. The dry run has no profiler, so the profiled run takes more CPU time and more
+/// samples than this (2,000 to 3,000 of a 1,200 aim on the corpus here, both profilers copying
+/// stacks at once), never fewer.
+const SAMPLES_WANTED: f64 = 800.0;
 
 /// The sampling frequency that gives [`SAMPLES_WANTED`] samples of the workload on this
 /// processor: the workload's CPU time comes from a dry run, as the kernel accounted it (the
