@@ -184,7 +184,7 @@ pub fn heaptrack_in(cwd: Option<&Path>, program: &Path, args: &[&str], out: &Pat
     }
     let o = cmd
         .output()
-        .expect("heaptrack must be installed (apt-get install heaptrack)");
+        .expect("heaptrack must be installed: run scripts/test-setup.sh");
     // The "heaptrack stats" block goes to standard error.
     let stdout = format!(
         "{}{}",

@@ -44,7 +44,9 @@ fn build_pair(cc: &str, tag: &str) -> (PathBuf, PathBuf) {
             .arg("-o")
             .arg(out)
             .output()
-            .unwrap_or_else(|e| panic!("run {cc} (apt-get install musl-tools): {e}"));
+            .unwrap_or_else(|e| {
+                panic!("run {cc} (scripts/test-setup.sh installs musl-tools): {e}")
+            });
         assert!(
             o.status.success(),
             "{cc} {src}: {}",
