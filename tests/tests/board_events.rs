@@ -125,14 +125,15 @@ fn off_cpu_and_faults(board: Board, tag: &str, iterations: &str) {
         100.0 * off / wall as f64
     );
     assert!(total_ns(&r, "work_loop") >= total_ns(&r, "nap"));
-    // The waiter's run: from its creation to its exit (its 5 ms of burn() and, under
-    // emulation, a slow thread start are all it does besides waiting).
-    let waiter_wall = threads[1]["wall_ns"].as_u64().unwrap() as f64;
-    let wait = total_ns(&r, "wait_for_go") as f64 / waiter_wall;
+    // The waiter's wait, against what it measured around wait_for_go() (its start and its
+    // 5 ms spin before take a share of its life that emulation and a busy host stretch: 94.8%
+    // of it was waiting with a CPU hog beside the suite): never more, and at most 12% less, as
+    // for nap().
+    let wait_ns: f64 = logged(&log(0), "wait_ns").parse().unwrap();
+    let wait = total_ns(&r, "wait_for_go") as f64;
     assert!(
-        (0.95..=1.05).contains(&wait),
-        "wait_for_go waited {:.1}% of the run: {:#}",
-        wait * 100.0,
+        wait <= wait_ns * 1.01 && wait >= wait_ns * 0.88,
+        "wait_for_go off-CPU {wait} ns, the waiter measured {wait_ns} ns in it: {:#}",
         r["off_cpu"]
     );
     assert!(total_ns(&r, "waiter") >= total_ns(&r, "wait_for_go"));
