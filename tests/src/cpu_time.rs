@@ -70,25 +70,22 @@ pub fn wait_for_recording(out: &Path) {
     }
 }
 
+/// The processes process `parent`'s main thread started, from the kernel's own list (where
+/// rec launches its program from).
+pub fn children(parent: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
 /// The process whose parent is `pid` (the program a rec launched), once it exists.
 pub fn child_of(pid: u32) -> u32 {
     let started = Instant::now();
     loop {
-        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-                continue;
-            };
-            // The parent is the second field after the command.
-            let ppid = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            if ppid == Some(pid) {
-                return child;
-            }
+        if let Some(&child) = children(pid).first() {
+            return child;
         }
         assert!(started.elapsed() < PATIENCE, "{pid} started no process");
         std::thread::sleep(Duration::from_millis(2));

@@ -220,12 +220,7 @@ fn enable(perf: &mut std::process::Child, ctl: &Path, ack: &Path) {
 fn wait_for_child(parent: u32, comm: &str) -> u32 {
     let start = std::time::Instant::now();
     loop {
-        let children = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
-            .unwrap_or_default();
-        for pid in children
-            .split_whitespace()
-            .filter_map(|p| p.parse::<u32>().ok())
-        {
+        for pid in crate::cpu_time::children(parent) {
             let c = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             if c.trim() == comm {
                 return pid;
