@@ -2,11 +2,18 @@
 # step (scripts/setup.sh, scripts/test-setup.sh and the setup scripts they run) calls
 # apt_ensure; a test or a script a test runs calls apt_require, which never changes the machine.
 
+# Sets the array `need` to the packages of "$@" that are not installed.
+apt_missing() {
+    local p
+    need=()
+    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+}
+
 # Installs the packages of "$@" that are missing (none: no apt at all). $APT_WHO names the
 # caller in the one line it prints.
 apt_ensure() {
-    local need=() p sudo=""
-    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+    local need sudo=""
+    apt_missing "$@"
     [ ${#need[@]} -eq 0 ] && return 0
     echo "${APT_WHO:-setup}: installing ${need[*]}" >&2
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -18,8 +25,8 @@ apt_ensure() {
 
 # Fails, naming the missing packages and the setup command, when any of "$@" is not installed.
 apt_require() {
-    local need=() p
-    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+    local need
+    apt_missing "$@"
     [ ${#need[@]} -eq 0 ] && return 0
     echo "${APT_WHO:-setup}: missing Debian packages ${need[*]}: run scripts/test-setup.sh (scripts/test.sh runs it)" >&2
     return 1

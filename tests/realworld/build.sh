@@ -32,7 +32,7 @@ if [ "$V_LINKER" != rust ] && [ "$RECIPE_KIND" = rust ]; then
 fi
 
 rw_toolchain "$V_ARCH"
-CROSSPROF_SETUP_CHECK=${CROSSPROF_SETUP_CHECK:-1} "$RW_DIR/setup.sh" "$V_ARCH" "$V_LINKER"
+"$RW_DIR/setup.sh" --check "$V_ARCH" "$V_LINKER"
 [ "$V_LINKER" = rust ] || rw_flags
 # Debian's cross gcc looks for the linker -fuse-ld names among its own programs only, where
 # lld and mold are not: a directory of ld.lld and ld.mold links, given with -B, lets it find

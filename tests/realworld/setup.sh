@@ -7,10 +7,13 @@
 #
 #   tests/realworld/setup.sh [ARCH [LINKER]]    # ARCH x86_64|aarch64|armv7, LINKER bfd|lld|mold|rust
 #   tests/realworld/setup.sh all                # everything the corpus can use
+#   tests/realworld/setup.sh --check ARCH LINKER  # install nothing; fail naming what is missing
 #
 # scripts/test-setup.sh runs it with "all" before the tests; build.sh, which the tests run,
-# calls it with CROSSPROF_SETUP_CHECK=1, so a test only checks and never installs.
+# calls it with --check, so a test only checks and never installs.
 set -euo pipefail
+check=0
+[ "${1:-}" = --check ] && { check=1; shift; }
 
 arch=${1:-x86_64}
 linker=${2:-bfd}
@@ -26,7 +29,7 @@ case "$linker" in
 esac
 # shellcheck source=../../scripts/lib/apt.sh
 . "$(dirname "$0")/../../scripts/lib/apt.sh"
-if [ "${CROSSPROF_SETUP_CHECK:-0}" = 1 ]; then
+if [ "$check" = 1 ]; then
     # Run from a test (through build.sh): change nothing, say what setup has not installed.
     APT_WHO=realworld apt_require "${pkgs[@]}"
 else
