@@ -6,19 +6,37 @@ debug rootfs. The target package holds rec and the interposer only; hostside com
 from crossprof-native and nativesdk-crossprof."
 HOMEPAGE = "https://example.invalid/crossprof"
 SECTION = "devel"
-LICENSE = "MIT | Apache-2.0"
+# oe-core from July 2026 (master after wrynose) parses LICENSE as an SPDX expression and warns
+# about "|"; every earlier release knows only "|" and would take "OR" for a license name. The
+# SPDX parser's module tells the two apart.
+LICENSE = "${@'Apache-2.0 OR MIT' if hasattr(oe, 'spdx_license') else 'MIT | Apache-2.0'}"
 LIC_FILES_CHKSUM = "file://LICENSE-MIT;md5=c444ad7adfc04f3f4c64b5edec39cddc \
                     file://LICENSE-APACHE;md5=3b83ef96387f14655fc854ddc3c6bd57"
 
-# destsuffix=${BP} unpacks to the default S of every release: ${WORKDIR}/${BP} on scarthgap,
-# ${UNPACKDIR}/${BP} from whinlatter on. So S is never set here (see README.md).
-SRC_URI = "git://example.invalid/crossprof.git;protocol=https;branch=main;destsuffix=${BP}"
-# The commit of the v${PV} tag; the release checklist updates it with PV and the crates list.
-SRCREV = "6e78501c906e02b124bdcbe61198ddf955003669"
-
-require ${BPN}-crates.inc
+# The source, its commit and its crate list, each one variable that local.conf can set for
+# crossprof, crossprof-native and nativesdk-crossprof at once (see "Building a git checkout"
+# in README.md). destsuffix=${BP} unpacks to the default S of every release: ${WORKDIR}/${BP}
+# on scarthgap, ${UNPACKDIR}/${BP} from whinlatter on. So S is never set here.
+CROSSPROF_GIT_URI ?= "git://example.invalid/crossprof.git;protocol=https;branch=main"
+SRC_URI = "${CROSSPROF_GIT_URI};destsuffix=${BP}"
+# The commit of the v${PV} tag; scripts/release.sh updates it with the crate list below.
+CROSSPROF_SRCREV ?= "6e78501c906e02b124bdcbe61198ddf955003669"
+SRCREV = "${CROSSPROF_SRCREV}"
+# Every crates.io package of that commit's Cargo.lock, for bitbake's crate fetcher.
+CROSSPROF_CRATES_INC ?= "${BPN}-crates.inc"
+require ${CROSSPROF_CRATES_INC}
 
 inherit cargo cargo-update-recipe-crates
+
+# `bitbake -c update_crates` lists the crates of every Cargo.lock under CARGO_LOCK_SRC_DIR
+# (S by default), and fuzz/ is a workspace of its own with its own lock file, whose crates
+# this recipe never builds. Show the class the workspace's lock file alone.
+CARGO_LOCK_SRC_DIR = "${WORKDIR}/workspace-lock"
+do_update_crates:prepend() {
+    rm -rf ${CARGO_LOCK_SRC_DIR}
+    mkdir -p ${CARGO_LOCK_SRC_DIR}
+    cp ${S}/Cargo.lock ${CARGO_LOCK_SRC_DIR}/
+}
 
 # The workspace's [profile.distro]: release code, full DWARF, not stripped, so that the -dbg
 # package (and the image's debug rootfs) holds what hostside needs and the already-stripped QA
