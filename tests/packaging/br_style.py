@@ -178,8 +178,11 @@ def check_mk(path, lines, rep, pkg, pkg_upper):
             rep.add(path, n, "host-dir-usr", "install to $(HOST_DIR)/, not $(HOST_DIR)/usr/")
         if not cont and not line.startswith("\t") and USELESS_DEFAULTS.search(line) and depth == 0:
             rep.add(path, n, "useless-default", "variable set to its default value")
+        # Buildroot's check-package skips a rule when the line before names it in a
+        # "# check-package disable" comment; this rule is the one our package needs that for.
         if re.match(rf"^{pkg_upper}_SOURCE\s*=\s*{re.escape(pkg)}-\$\({pkg_upper}_VERSION\)\.tar\.gz",
-                    line):
+                    line) and not re.match(r"^\s*# check-package .*\bRemoveDefaultPackageSourceVariable\b",
+                                           lines[n - 2] if n >= 2 else ""):
             rep.add(path, n, "default-source", "remove the default value of _SOURCE")
         if re.match(r"^\s*(ifeq|ifneq|ifdef|ifndef)\b", line):
             depth += 1

@@ -4,14 +4,25 @@
 #
 ################################################################################
 
-# The workspace version ([workspace.package] in Cargo.toml); tests/packaging/check.sh
-# fails when the two disagree.
+# The last release's version (scripts/release.sh sets it with the hashes); tests/packaging/
+# check.sh fails when it is not the version of the Yocto recipe's release commit.
 CROSSPROF_VERSION = 0.1.0
-CROSSPROF_SITE = https://example.invalid/crossprof/releases/download/v$(CROSSPROF_VERSION)
+# The release tarball, `git archive` of the v$(CROSSPROF_VERSION) tag (scripts/release.sh).
+# Buildroot vendors its crates at download time and keeps the result as CROSSPROF_SOURCE,
+# crossprof-<version>-cargoN.tar.gz, N being the vendoring format of its Rust version; a
+# Buildroot release checks it against the line for that name in crossprof.hash, one line per
+# format. The query part names the file to fetch, which the site ignores.
+CROSSPROF_SITE = https://example.invalid/crossprof/releases/download/v$(CROSSPROF_VERSION)/crossprof-$(CROSSPROF_VERSION).tar.gz?buildroot-path=filename
 CROSSPROF_LICENSE = MIT or Apache-2.0
+# Set apart: inherited from CROSSPROF_LICENSE, it would get the cargo infrastructure's
+# "vendored dependencies" note twice.
+HOST_CROSSPROF_LICENSE = MIT or Apache-2.0
 CROSSPROF_LICENSE_FILES = LICENSE-MIT LICENSE-APACHE
 # rec and the interposer, unstripped, for hostside's sysroot.
 CROSSPROF_INSTALL_STAGING = YES
+
+# The vendoring at download time replaces .cargo/config.toml in the source tree, so nothing
+# the build needs may live there: the build-id flag is given here.
 
 # Release code. BR2_ENABLE_DEBUG decides the debug info (through PKG_CARGO_ENV) and
 # BR2_STRIP_strip strips the target copies: cargo itself must not strip, or output/staging
