@@ -23,22 +23,37 @@ failed=0
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL: $*"; failed=$((failed + 1)); }
 
-# --- 1. one version, crates list in step with Cargo.lock ---------------------------------------
-version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml", "rb"))["workspace"]["package"]["version"])')
+# --- 1. one release: the recipe and the package name the same commit and version -----------
+# The recipe builds CROSSPROF_SRCREV, the commit of the last release's tag (scripts/release.sh);
+# its file name, the package's CROSSPROF_VERSION and its crate list follow that commit, which
+# may be older than the working tree.
+srcrev=$(sed -n 's/^CROSSPROF_SRCREV ?= "\([0-9a-f]*\)"$/\1/p' yocto-layer/recipes-devtools/crossprof/crossprof_*.bb)
+if ! git cat-file -e "${srcrev:-none}^{commit}" 2>/dev/null; then
+    bad "the recipe's CROSSPROF_SRCREV '${srcrev}' is not a commit of this clone (a shallow clone? git fetch --unshallow)"
+    srcrev=HEAD
+fi
+version=$(git show "$srcrev:Cargo.toml" | python3 -c 'import sys, tomllib; print(tomllib.loads(sys.stdin.read())["workspace"]["package"]["version"])')
 recipes=(yocto-layer/recipes-devtools/crossprof/crossprof_*.bb)
 if [ ${#recipes[@]} -eq 1 ] && [ "${recipes[0]}" = "yocto-layer/recipes-devtools/crossprof/crossprof_${version}.bb" ]; then
-    ok "yocto recipe is crossprof_${version}.bb"
+    ok "yocto recipe is crossprof_${version}.bb, the version of its commit ${srcrev:0:12}"
 else
-    bad "yocto recipe ${recipes[*]} should be crossprof_${version}.bb (git mv it to the workspace version)"
+    bad "yocto recipe ${recipes[*]} should be crossprof_${version}.bb, the version of ${srcrev:0:12} (scripts/release.sh)"
 fi
 mk_version=$(sed -n 's/^CROSSPROF_VERSION = //p' buildroot-pkg/package/crossprof/crossprof.mk)
 if [ "$mk_version" = "$version" ]; then
     ok "buildroot CROSSPROF_VERSION = $version"
 else
-    bad "buildroot CROSSPROF_VERSION is '$mk_version', Cargo.toml says $version"
+    bad "buildroot CROSSPROF_VERSION is '$mk_version', the release commit says $version"
+fi
+if tag_commit=$(git rev-parse -q --verify "refs/tags/v$version^{commit}"); then
+    if [ "$tag_commit" = "$(git rev-parse "$srcrev")" ]; then
+        ok "tag v$version is the recipe's commit"
+    else
+        bad "tag v$version is $tag_commit, the recipe builds $srcrev"
+    fi
 fi
 if python3 yocto-layer/scripts/gen-crates-inc.py --check; then
-    ok "crossprof-crates.inc matches Cargo.lock"
+    ok "crossprof-crates.inc matches the Cargo.lock of ${srcrev:0:12}"
 else
     bad "crossprof-crates.inc is stale"
 fi
@@ -65,7 +80,91 @@ else
     bad "buildroot style self-test"
 fi
 
-# --- 4. offline vendored build rehearsal ----------------------------------------------------
+# --- 4. the crate list as bitbake fetches it and as oe-core's class regenerates it ------------
+bb_python="$PACKAGING_CACHE/bitbake-venv/bin/python"
+if out=$("$bb_python" tests/packaging/bb_fetch_crates.py --dl-dir "$cache/bb-downloads" 2>&1 | grep -v '^--\|^Resolving\|^Connecting\|^HTTP\|^Length\|^Saving\|saved \[\|^$'); then
+    ok "${out#bb_fetch_crates: }"
+else
+    echo "$out"
+    bad "bitbake's fetcher on crossprof-crates.inc"
+fi
+# A test of the test: one checksum changed must fail in bitbake's own verification. A copy of
+# that one crate in a scratch download directory keeps the cache intact, and no network is used.
+scratch=$(mktemp -d)
+first=$(sed -n 's/^SRC_URI\[\(.*\)\.sha256sum\] = .*/\1/p' yocto-layer/recipes-devtools/crossprof/crossprof-crates.inc | head -1)
+cp "$cache/bb-downloads/$first.crate" "$cache/bb-downloads/$first.crate.done" "$scratch/" 2>/dev/null || true
+python3 - "$first" yocto-layer/recipes-devtools/crossprof/crossprof-crates.inc "$scratch/broken.inc" <<'PY'
+import re, sys
+name, src, dst = sys.argv[1:]
+flip = lambda m: m.group(1) + ("1" if m.group(2) == "0" else "0")
+text = re.sub(rf'^(SRC_URI\[{re.escape(name)}\.sha256sum\] = ")(.)', flip, open(src).read(), flags=re.M)
+open(dst, "w").write(text)
+PY
+if cmp -s "$scratch/broken.inc" yocto-layer/recipes-devtools/crossprof/crossprof-crates.inc; then
+    bad "test of the test: could not change the checksum of $first"
+elif out=$("$bb_python" tests/packaging/bb_fetch_crates.py --dl-dir "$scratch" --inc "$scratch/broken.inc" \
+        --only "$first" --offline 2>&1); then
+    bad "the fetcher check passed with a wrong checksum for $first"
+elif grep -q "bitbake: Checksum mismatch" <<<"$out"; then
+    ok "the fetcher check fails on a wrong checksum ($first), in bitbake's own verification"
+else
+    echo "$out"
+    bad "the fetcher check failed on a wrong checksum, but not in bitbake's verification"
+fi
+rm -rf "$scratch"
+# `bitbake -c update_crates` on the release: unpack it, run the recipe's do_update_crates:prepend
+# (taken from the recipe) and walk what it leaves, as the class does.
+scratch=$(mktemp -d)
+mkdir -p "$scratch/S" "$scratch/WORKDIR"
+git archive "$srcrev" | tar -x -C "$scratch/S"
+lock_dir=$(sed -n 's/^CARGO_LOCK_SRC_DIR = "\(.*\)"$/\1/p' yocto-layer/recipes-devtools/crossprof/crossprof_*.bb)
+lock_dir=${lock_dir//\$\{WORKDIR\}/$scratch/WORKDIR}
+prepend=$(sed -n '/^do_update_crates:prepend() {$/,/^}$/p' yocto-layer/recipes-devtools/crossprof/crossprof_*.bb | sed '1d;$d')
+prepend=${prepend//\$\{S\}/$scratch/S}
+prepend=${prepend//\$\{CARGO_LOCK_SRC_DIR\}/${lock_dir:-$scratch/S}}
+bash -euc "$prepend"
+if out=$(python3 tests/packaging/update_crates_like_oe.py "${lock_dir:-$scratch/S}" 2>&1); then
+    ok "bitbake -c update_crates, as oe-core's class walks: ${out#update_crates would }"
+else
+    echo "$out"
+    bad "update_crates would not write the committed crate list"
+fi
+rm -rf "$scratch"
+
+# --- 5. Buildroot: the release tarball the package fetches, and its hashes -------------------
+# CROSSPROF_SITE must name the file a release publishes (scripts/release.sh: git archive of the
+# tag), and crossprof.hash must hold, for each vendoring format, the hash Buildroot computes
+# after vendoring it: checked for every format a cargo on this machine writes (the default
+# one, and nightly when installed), and both formats must be listed.
+br_site=$(sed -n 's/^CROSSPROF_SITE = //p' buildroot-pkg/package/crossprof/crossprof.mk)
+br_site=${br_site//\$(CROSSPROF_VERSION)/$mk_version}
+if [[ "$br_site" == */"crossprof-$version.tar.gz?buildroot-path=filename" ]]; then
+    ok "buildroot fetches crossprof-$version.tar.gz, the file a release publishes"
+else
+    bad "buildroot's CROSSPROF_SITE '$br_site' does not fetch crossprof-$version.tar.gz"
+fi
+hash_file=buildroot-pkg/package/crossprof/crossprof.hash
+for format in cargo5 cargo6; do
+    grep -q "^sha256  [0-9a-f]\{64\}  crossprof-$version-$format.tar.gz$" "$hash_file" ||
+        bad "crossprof.hash has no line for crossprof-$version-$format.tar.gz"
+done
+scratch=$(mktemp -d)
+git archive --format=tar.gz --prefix="crossprof-$version/" -o "$scratch/crossprof-$version.tar.gz" "$srcrev"
+for cargo in cargo "cargo +nightly"; do
+    [ "$cargo" = cargo ] || rustup run nightly cargo --version >/dev/null 2>&1 || continue
+    if ! line=$(CARGO="$cargo" buildroot-pkg/scripts/vendored-tarball.sh \
+            "$scratch/crossprof-$version.tar.gz" "$scratch" 2>"$scratch/err"); then
+        cat "$scratch/err"
+        bad "vendoring crossprof-$version.tar.gz with $cargo as Buildroot does"
+    elif grep -qxF "$line" "$hash_file"; then
+        ok "crossprof.hash: ${line##* } vendored by $cargo hashes as listed"
+    else
+        bad "crossprof.hash lacks '$line' (vendored by $cargo)"
+    fi
+done
+rm -rf "$scratch"
+
+# --- 6. offline vendored build rehearsal ----------------------------------------------------
 if [ "${CROSSPROF_PACKAGING_SKIP_BUILD:-0}" = 1 ]; then
     echo "skip: build rehearsal (CROSSPROF_PACKAGING_SKIP_BUILD=1)"
 else
