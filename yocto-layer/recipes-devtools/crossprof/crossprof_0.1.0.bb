@@ -20,7 +20,7 @@ LIC_FILES_CHKSUM = "file://LICENSE-MIT;md5=c444ad7adfc04f3f4c64b5edec39cddc \
 CROSSPROF_GIT_URI ?= "git://example.invalid/crossprof.git;protocol=https;branch=main"
 SRC_URI = "${CROSSPROF_GIT_URI};destsuffix=${BP}"
 # The commit of the v${PV} tag; scripts/release.sh updates it with the crate list below.
-CROSSPROF_SRCREV ?= "6e78501c906e02b124bdcbe61198ddf955003669"
+CROSSPROF_SRCREV ?= "72f5ef37579e639d88cba85ee22de87671148488"
 SRCREV = "${CROSSPROF_SRCREV}"
 # Every crates.io package of that commit's Cargo.lock, for bitbake's crate fetcher.
 CROSSPROF_CRATES_INC ?= "${BPN}-crates.inc"
