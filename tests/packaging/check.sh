@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Offline checks of the Yocto layer (yocto-layer/) and the Buildroot package (buildroot-pkg/):
-#   1. one version: the recipe file name and CROSSPROF_VERSION equal Cargo.toml's workspace version,
-#      and crossprof-crates.inc matches Cargo.lock;
+# Checks of the Yocto layer (yocto-layer/) and the Buildroot package (buildroot-pkg/) that need
+# neither GitHub nor a toolchain build (tests/packaging/real-trees.sh runs the real bitbake and
+# Buildroot, outside the suite):
+#   1. one release: the recipe's CROSSPROF_SRCREV is a commit of this clone (the v<version> tag
+#      when present), the recipe file name and CROSSPROF_VERSION are its version, and
+#      crossprof-crates.inc matches its Cargo.lock;
 #   2. oelint-adv (pinned, in a venv under the user cache dir) reports nothing on the layer;
 #   3. the Buildroot coding-style rules (tests/packaging/br_style.py), and its self-test on a
 #      deliberately broken copy;
-#   4. a build rehearsal of what both build systems do: a source tarball of the tree, `cargo vendor`
+#   4. bitbake's own fetcher (PyPI's bitbake-setup) fetches and verifies every crate of the
+#      list, and fails when one checksum is changed; `bitbake -c update_crates` as oe-core's
+#      class walks the release gives the same list;
+#   5. Buildroot fetches the file a release publishes, and crossprof.hash holds the hashes of
+#      its vendored copy in each vendoring format a cargo here writes;
+#   6. a build rehearsal of what both build systems do: a source tarball of the tree, `cargo vendor`
 #      (the only step that uses the network), then `cargo build --offline --locked` of rec (and of
 #      the heap interposer once recorder/heap exists) for aarch64-unknown-linux-musl inside a network
 #      namespace with no interface but a downed loopback, with an empty CARGO_HOME.
+# Steps 4 and 5 reach crates.io on a cold cache (~/.cache/crossprof/packaging/bb-downloads).
 # What it needs comes from tests/packaging/setup.sh (run first; a no-op when done).
 # CROSSPROF_PACKAGING_SKIP_BUILD=1 skips step 4. Caches: ~/.cache/crossprof/packaging.
 set -euo pipefail
