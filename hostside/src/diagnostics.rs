@@ -530,6 +530,7 @@ mod tests {
                 image: None,
                 debug_file: None,
                 origin: crossprof_symbols::Origin::Path,
+                image_origin: crossprof_symbols::Origin::Path,
             },
             load_error: None,
             dwarf_error: None,

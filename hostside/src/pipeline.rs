@@ -247,6 +247,8 @@ impl Loaded {
                     debug_file: m.located.debug_file,
                     match_kind: m.located.match_kind,
                     origin: m.located.origin,
+                    image: m.located.image,
+                    image_origin: m.located.image_origin,
                     addresses: m.addresses,
                 })
                 .collect(),

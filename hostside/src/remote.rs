@@ -100,6 +100,7 @@ impl Remote {
                 image,
                 debug_file: Some(d),
                 origin: Origin::Debuginfod,
+                image_origin: Origin::Debuginfod,
             }),
             error,
         }

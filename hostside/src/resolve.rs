@@ -85,6 +85,7 @@ impl Resolver {
                         image: None,
                         debug_file: None,
                         origin: Origin::Path,
+                        image_origin: Origin::Path,
                     }
                 } else {
                     lookup.locate(&m.path, &m.build_id)
@@ -333,9 +334,10 @@ impl Resolver {
     }
 }
 
-/// Modules not found at their paths, or found without DWARF, looked up by build-id in the
-/// index of the sysroot, the debug dirs and the search dirs. The index is built only when some
-/// module needs it.
+/// Modules not found at their paths, found without DWARF, or found without their image (the
+/// debug file by the `.build-id` layout, the binary at another path), looked up by build-id in
+/// the index of the sysroot, the debug dirs and the search dirs. The index is built only when
+/// some module needs it.
 fn find_elsewhere(
     processes: &Processes,
     lookup: &Lookup,
@@ -349,7 +351,9 @@ fn find_elsewhere(
             let m = &processes.modules[i];
             !m.build_id.is_empty()
                 && m.path != "[vdso]"
-                && (located[i].is_unusable() || located[i].lacks_dwarf())
+                && (located[i].is_unusable()
+                    || located[i].image.is_none()
+                    || located[i].lacks_dwarf())
         })
         .collect();
     if need.is_empty() {
@@ -363,9 +367,19 @@ fn find_elsewhere(
             if let Some(found) = lookup.locate_by_index(&index, &m.path, &m.build_id) {
                 *l = found;
             }
-        } else if let Some(dwarf) = lookup.dwarf_by_index(&index, &m.build_id) {
-            l.debug_file = Some(dwarf);
-            l.origin = Origin::Index;
+            continue;
+        }
+        if l.image.is_none() {
+            if let Some(image) = lookup.image_by_index(&index, &m.build_id) {
+                l.image = Some(image);
+                l.image_origin = Origin::Index;
+            }
+        }
+        if l.lacks_dwarf() {
+            if let Some(dwarf) = lookup.dwarf_by_index(&index, &m.build_id) {
+                l.debug_file = Some(dwarf);
+                l.origin = Origin::Index;
+            }
         }
     }
     located

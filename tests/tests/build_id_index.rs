@@ -155,3 +155,59 @@ fn a_rebuilt_copy_in_the_search_tree_is_never_used() {
     assert!(m["debug_file"].is_null());
     assert!(function(&r, "hot_a").is_none(), "{r:#}");
 }
+
+/// Issue 24, acceptance 3: a merged-/usr board maps its C library as
+/// `/usr/lib/<triplet>/libc.so.6`, a sysroot that is not merged holds it at `/lib/<triplet>/`,
+/// and its debug file is in the `.build-id` tree. The debug file (names) is found by the
+/// recorded build-id at once, and the binary (unwind tables: a debug file's `.eh_frame` is
+/// empty) by the same build-id at its other path; every stack completes as with the mirror.
+#[test]
+fn a_library_at_another_path_gives_its_unwind_tables_beside_its_debug_file() {
+    let program = build("cpu_split.c", "merged-usr", C_FP);
+    let recording = scratch().join("merged-usr.zst");
+    record(
+        &recording,
+        &["--call-graph", "dwarf"],
+        &[program.board.to_str().expect("UTF-8 path"), "600"],
+    );
+    let mirror = fixtures::mirror_sysroot(&program);
+    let reference = report(&["--sysroot", mirror.to_str().unwrap()], &recording);
+    let libc = reference["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["path"].as_str())
+        .find(|p| p.contains("/libc.so"))
+        .unwrap_or_else(|| panic!("no C library among the modules: {reference:#}"))
+        .to_string();
+    let unwound = &reference["cpu"]["stack_unwinding"];
+    let samples = reference["cpu"]["samples"].as_u64().unwrap();
+    assert_eq!(unwound["complete"].as_u64(), Some(samples), "{unwound:#}");
+
+    // The same sysroot with the C library at the other layout's path only: `/lib/...` for a
+    // board that mapped `/usr/lib/...`, and the other way round.
+    let split = scratch().join("merged-usr-split-sysroot");
+    let _ = std::fs::remove_dir_all(&split);
+    run_ok(Command::new("cp").arg("-a").arg(&mirror).arg(&split));
+    let other = match libc.strip_prefix("/usr") {
+        Some(rest) => rest.to_string(),
+        None => format!("/usr{libc}"),
+    };
+    for p in [libc.as_str(), other.as_str()] {
+        let _ = std::fs::remove_file(fixtures::in_sysroot(&split, Path::new(p)));
+    }
+    let moved = fixtures::in_sysroot(&split, Path::new(&other));
+    std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+    std::fs::copy(std::fs::canonicalize(&libc).unwrap(), &moved).unwrap();
+
+    let r = report(&["--sysroot", split.to_str().unwrap()], &recording);
+    let m = module(&r, Path::new(&libc));
+    assert_eq!(m["match"], "build-id", "{m}");
+    assert_eq!(
+        m["found_by"], "path",
+        "the debug file, by the .build-id tree: {m}"
+    );
+    assert_eq!(m["image_found_by"], "index", "the binary, by build-id: {m}");
+    assert_eq!(m["image_file"].as_str(), moved.to_str(), "{m}");
+    assert_eq!(r["cpu"], reference["cpu"], "report differs: {r:#}");
+}

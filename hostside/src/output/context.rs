@@ -22,8 +22,12 @@ pub struct ModuleRow {
     pub debug_file: Option<PathBuf>,
     /// How the sysroot file matched.
     pub match_kind: MatchKind,
-    /// How the files were found (board path, build-id index, debuginfod).
+    /// How the symbol file was found (board path, build-id index, debuginfod).
     pub origin: Origin,
+    /// The binary whose unwind tables and program headers were used, if any.
+    pub image: Option<PathBuf>,
+    /// How that binary was found, which may differ from the symbol file's way.
+    pub image_origin: Origin,
     /// Distinct code addresses of the profile in this module (see
     /// [`crate::resolve::ModuleInfo::addresses`]).
     pub addresses: u64,

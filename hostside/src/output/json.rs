@@ -80,6 +80,11 @@ fn base(
                 debug_file: m.debug_file.as_ref().map(|p| p.display().to_string()),
                 match_kind: m.match_kind.as_str().to_string(),
                 found_by: m.origin.as_str().to_string(),
+                image_file: m.image.as_ref().map(|p| p.display().to_string()),
+                image_found_by: m
+                    .image
+                    .as_ref()
+                    .map(|_| m.image_origin.as_str().to_string()),
                 addresses: m.addresses,
             })
             .collect(),
@@ -211,6 +216,11 @@ pub struct ModuleJson {
     /// `index` (by build-id elsewhere in the sysroot, a debug dir or a search dir) or
     /// `debuginfod`.
     pub found_by: String,
+    /// The binary that gave the unwind tables and program headers, when one was found (a
+    /// debug file alone has no unwind tables).
+    pub image_file: Option<String>,
+    /// How that binary was found, as `found_by`: the two files may come from different places.
+    pub image_found_by: Option<String>,
     /// Distinct code addresses of the profile that fell in the module: a missing module with
     /// none costs the report nothing.
     pub addresses: u64,

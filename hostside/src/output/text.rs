@@ -113,6 +113,18 @@ pub fn header(out: &mut dyn Write, ctx: &ReportContext, events: &str) -> io::Res
             file.display()
         )?;
     }
+    // Binaries (unwind tables) found apart from their symbols, as for a merged-/usr board.
+    for m in modules.iter().filter(|m| m.image_origin != m.origin) {
+        if let Some(image) = &m.image {
+            writeln!(
+                out,
+                "            {} unwind tables (by {}): {}",
+                m.path,
+                m.image_origin.as_str(),
+                image.display()
+            )?;
+        }
+    }
     Ok(())
 }
 

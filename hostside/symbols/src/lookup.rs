@@ -39,8 +39,12 @@ pub struct Located {
     pub image: Option<PathBuf>,
     /// The file symbols come from: a separate debug file when one was found, else the image.
     pub debug_file: Option<PathBuf>,
-    /// How the files were found.
+    /// How the symbol file was found.
     pub origin: Origin,
+    /// How the image was found: a board whose C library lives at `/usr/lib/...` (merged /usr)
+    /// and a sysroot that has it at `/lib/...` give the debug file by the `.build-id` layout and
+    /// the image, which holds the unwind tables, only by build-id elsewhere.
+    pub image_origin: Origin,
 }
 
 /// How a module's files were found, for the report's `modules` section.
@@ -74,6 +78,7 @@ impl Located {
             image: None,
             debug_file: None,
             origin: Origin::Path,
+            image_origin: Origin::Path,
         }
     }
 
@@ -191,6 +196,7 @@ impl Lookup {
                 image: image.map(|c| c.path),
                 debug_file: Some(debug),
                 origin: Origin::Path,
+                image_origin: Origin::Path,
             },
             // No separate debug file: the image's own .symtab, MiniDebugInfo or .dynsym.
             (None, Some(image)) => Located {
@@ -198,6 +204,7 @@ impl Lookup {
                 debug_file: Some(image.path.clone()),
                 image: Some(image.path),
                 origin: Origin::Path,
+                image_origin: Origin::Path,
             },
             (None, None) if mismatched => Located {
                 match_kind: MatchKind::Mismatch,
@@ -254,7 +261,25 @@ impl Lookup {
             image: image.map(|c| c.path.clone()),
             debug_file: Some(debug),
             origin: Origin::Index,
+            image_origin: Origin::Index,
         })
+    }
+
+    /// The image (a file with program headers and unwind tables) with build-id `build_id`
+    /// found through `index`, reopened and verified, for a module whose symbols were found but
+    /// whose image was not at its board path.
+    pub fn image_by_index(&self, index: &BuildIdIndex, build_id: &[u8]) -> Option<PathBuf> {
+        if build_id.is_empty() {
+            return None;
+        }
+        index
+            .files_with(build_id)
+            .iter()
+            .filter(|f| f.is_image)
+            .find_map(|f| {
+                let c = Candidate::open(f.path.clone())?;
+                (c.info.build_id.as_deref() == Some(build_id)).then_some(c.path)
+            })
     }
 
     /// A file with DWARF and build-id `build_id` found through `index` (reopened and verified),

@@ -253,6 +253,7 @@ fn loading_unusable_files_is_an_error_naming_the_file() {
             image: None,
             debug_file: Some(path.clone()),
             origin: crossprof_symbols::Origin::Path,
+            image_origin: crossprof_symbols::Origin::Path,
         };
         let err = Module::load(&located)
             .err()

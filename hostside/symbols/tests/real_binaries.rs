@@ -451,6 +451,7 @@ fn compressed_debug_sections_are_read() {
             image: Some(bin.clone()),
             debug_file: Some(bin.clone()),
             origin: crossprof_symbols::Origin::Path,
+            image_origin: crossprof_symbols::Origin::Path,
         };
         assert_resolves_hot_a(&Module::load(&located).unwrap(), &h.unstripped);
     }
