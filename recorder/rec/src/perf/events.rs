@@ -36,6 +36,8 @@ pub struct Request {
     pub freq: u32,
     /// How call stacks are captured.
     pub call_graph: CallGraph,
+    /// How call stacks of secondary events sampled at every occurrence are captured.
+    pub every_event_call_graph: CallGraph,
     /// Sample the CPU; when false, a dummy event only reports maps, names and tasks
     /// (`rec --heap --no-cpu`).
     pub cpu: bool,
@@ -53,6 +55,7 @@ impl Request {
         Request {
             freq: opts.freq,
             call_graph: opts.call_graph,
+            every_event_call_graph: opts.every_event_call_graph,
             cpu: opts.cpu,
             off_cpu: opts.off_cpu,
             off_cpu_stack: opts.off_cpu_stack,
@@ -379,15 +382,20 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
         ));
     }
     if req.cpu {
-        let stack_bytes = match req.call_graph {
-            CallGraph::Dwarf(n) => n,
-            CallGraph::Fp => 0,
-        };
         for &k in req.events.iter().skip(1) {
+            let call_graph = if k.every_event() {
+                req.every_event_call_graph
+            } else {
+                req.call_graph
+            };
+            let stack_bytes = match call_graph {
+                CallGraph::Dwarf(n) => n,
+                CallGraph::Fp => 0,
+            };
             secondaries.push(Secondary {
                 kind: k,
                 freq: req.freq,
-                call_graph: req.call_graph,
+                call_graph,
                 stack_bytes,
                 on_exec,
                 kernel: settings.kernel,
@@ -503,6 +511,7 @@ mod tests {
         Request {
             freq: 999,
             call_graph,
+            every_event_call_graph: CallGraph::Fp,
             cpu: true,
             off_cpu: false,
             off_cpu_stack: 8192,

@@ -19,6 +19,7 @@ use crate::heap;
 use crate::identity::Identities;
 use crate::jit;
 use crate::perf::events::Events;
+use crate::perf::kind::Kind;
 use crate::procfs;
 use crate::segments::Segments;
 use crate::system_wide::{self, Tracker};
@@ -45,6 +46,8 @@ pub(super) struct Output {
     off_cpu: Vec<u32>,
     /// Fault events are recorded: /proc snapshots include the data mappings.
     data_maps: bool,
+    /// What helps when the kernel dropped samples of this recording's kind.
+    lost_advice: &'static str,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -77,6 +80,9 @@ impl Output {
                 .map(|max| Segments::new(&opts.out, max, header.clone())),
             off_cpu: events.off_cpu_events(),
             data_maps,
+            lost_advice: opts
+                .call_graph
+                .lost_advice(opts.events.first().copied().unwrap_or(Kind::CpuClock)),
         }
     }
 
@@ -276,8 +282,8 @@ impl Output {
         }
         if self.lost > 0 {
             eprintln!(
-                "rec: the kernel dropped {} samples (ring buffer full); try a lower --freq",
-                self.lost
+                "rec: the kernel dropped {} samples (ring buffer full); {}",
+                self.lost, self.lost_advice
             );
         }
         Ok(())
