@@ -87,6 +87,9 @@ pub enum Kind {
     UnwindSectionsFailed,
     /// CFI entries that did not parse and were skipped (count: entries).
     CfiEntriesSkipped,
+    /// Frames in code no unwind table covers, unwound by the return-address or frame-pointer
+    /// rule (count: frames).
+    UnwindWithoutTables,
     /// Allocations whose stack reached the interposer's frame limit, so its outer end is
     /// missing (count: allocations).
     HeapStackCutShort,
@@ -128,6 +131,7 @@ impl Kind {
             Kind::UnwindNoRegisters => "unwind-no-registers",
             Kind::UnwindSectionsFailed => "unwind-sections-failed",
             Kind::CfiEntriesSkipped => "cfi-entries-skipped",
+            Kind::UnwindWithoutTables => "unwind-without-tables",
             Kind::HeapStackCutShort => "heap-stack-cut-short",
             Kind::HeapStackUnknown => "heap-stack-unknown",
             Kind::HeapUnknownFrees => "heap-unknown-frees",
@@ -289,6 +293,15 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
         src.unwind.cfi_entries_skipped,
         "unwind table entries (.eh_frame, .debug_frame) that did not parse were skipped: the \
          code they describe unwinds as code without unwind info; the tables are damaged"
+            .into(),
+    );
+    add(
+        Kind::UnwindWithoutTables,
+        src.unwind.untabled_frames,
+        "frames in code no unwind table covers (hand-written assembly without CFI, stubs) were \
+         unwound by the return address at the stack pointer or link register (a sampled leaf) \
+         or by the frame pointer, each landing in code and moving up the stack: right where \
+         that code keeps the frame pointer, as SIMD assembly usually does"
             .into(),
     );
     if let Some(h) = src.heap {

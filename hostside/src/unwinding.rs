@@ -37,6 +37,11 @@ pub struct UnwindStats {
     /// Frames in JIT code (anonymous executable memory, no unwind tables) unwound by the
     /// frame-pointer rule, a fallback: right where the runtime keeps frame pointers.
     pub jit_frame_pointer_frames: u64,
+    /// Frames in mapped code no unwind table covers (hand-written assembly without CFI,
+    /// stubs, code generated into a deleted file, modules missing from the sysroot) unwound
+    /// by the return-address or frame-pointer rule, a fallback: each step landed in
+    /// executable code and moved up the stack, but nothing proves it is the real caller.
+    pub untabled_frames: u64,
     /// Modules whose unwind sections could not be read (an unreadable file, a damaged ELF):
     /// stacks are cut short in them.
     pub sections_failed: u64,
@@ -206,10 +211,17 @@ impl Modules<'_> {
                     space.add_module(name, start..end, bias, &sections);
                 }
                 // Code without tables still is code: a stack ending there is cut short for
-                // want of tables, not dropped as garbage.
+                // want of tables, not dropped as garbage. Code generated into a file that is
+                // gone (GStreamer's ORC writes its programs to a temporary file it deletes at
+                // once, memfd JITs) has no tables anywhere: it is JIT code.
                 None => {
+                    let generated = is_generated_code(&self.processes.modules[module].path);
                     for m in mappings.iter().filter(|m| m.module == module) {
-                        space.add_mapping(m.start..m.end);
+                        if generated {
+                            space.add_jit_code(m.start..m.end);
+                        } else {
+                            space.add_mapping(m.start..m.end);
+                        }
                     }
                 }
             }
@@ -219,6 +231,13 @@ impl Modules<'_> {
         }
         space
     }
+}
+
+/// Whether a mapped file's path says its code was generated at run time: a file deleted
+/// after mapping (`/tmp/orcexec.XXXXXX (deleted)`) or a memfd (`/memfd:name`), which no
+/// sysroot can hold.
+fn is_generated_code(path: &str) -> bool {
+    path.ends_with(" (deleted)") || path.starts_with("/memfd:")
 }
 
 /// The address spaces of one architecture: the unwinding monomorphized over `A`.
@@ -264,6 +283,7 @@ impl<A: Architecture> ArchSpaces for Spaces<A> {
         let outcome = space.unwind(regs, &s.stack, &mut out);
         stats.prologue_frames += space.take_prologue_frames();
         stats.jit_frame_pointer_frames += space.take_jit_frames();
+        stats.untabled_frames += space.take_untabled_frames();
         stats.count(outcome);
         out
     }

@@ -162,6 +162,13 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
             u.jit_frame_pointer_frames
         )?;
     }
+    if u.untabled_frames > 0 {
+        writeln!(
+            out,
+            "            {:>7} frames unwound by return address or frame pointer (code no table covers)",
+            u.untabled_frames
+        )?;
+    }
     if u.no_registers > 0 {
         writeln!(
             out,

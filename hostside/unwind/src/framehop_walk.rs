@@ -53,6 +53,12 @@ enum Plan {
     /// Code generated at run time (anonymous executable memory), which has no unwind
     /// tables: the frame-pointer rule, as JIT runtimes keep frame pointers.
     FramePointer,
+    /// Code of a module at hand that its tables do not cover (hand-written assembly without
+    /// CFI, a stub) or that has no tables at all: the return-address rule for a sampled leaf,
+    /// else the frame-pointer rule, each step accepted only when it lands in executable code
+    /// and moves up the stack; else the stop reason given. (A module missing from the sysroot
+    /// stays cut short: its tables exist, on the board.)
+    WithoutTables(CutShort),
     /// Nothing can unwind this frame.
     Stop(CutShort),
 }
@@ -149,11 +155,43 @@ impl<A: Architecture> AddressSpace<A> {
         {
             return Plan::Outermost;
         }
-        Plan::Stop(if s.has_unwind_info() {
+        Plan::WithoutTables(if s.has_unwind_info() {
             CutShort::NoUnwindInfo
         } else {
             CutShort::NoUnwindTables
         })
+    }
+}
+
+/// One step in code no table covers (see [`Plan::WithoutTables`]), as framehop and samply
+/// fall back: a sampled leaf may not have pushed anything yet, so its caller is tried first
+/// by the return-address rule (the word at the stack pointer on x86_64, the link register
+/// on AArch64), then by the frame-pointer rule, which hand-written SIMD code and most
+/// generated code keep. A step counts only if its return address lies in executable code
+/// and the stack pointer moved up (or, for the leaf's link register, stayed); `None` leaves
+/// the registers as they were.
+fn step_without_tables<A: FramehopArch>(
+    space: &AddressSpace<A>,
+    first: bool,
+    pc: u64,
+    state: &mut A::Regs,
+    copy: &StackCopy<'_>,
+) -> Option<u64> {
+    let before = *state;
+    let sp = A::sp(&before);
+    let lands = |ra: u64| ra != pc && space.is_mapped(ra.wrapping_sub(1));
+    if first {
+        match A::plt_return(state, copy) {
+            Ok(Some(ra)) if lands(ra) && A::sp(state) >= sp => return Some(ra),
+            _ => *state = before,
+        }
+    }
+    match step_frame_pointer::<A>(state, pc, copy) {
+        Ok(Some(ra)) if lands(ra) && A::sp(state) > sp => Some(ra),
+        _ => {
+            *state = before;
+            None
+        }
     }
 }
 
@@ -304,6 +342,17 @@ pub(crate) fn unwind<A: FramehopArch>(
                     .jit_frames
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 step_frame_pointer::<A>(&mut state, pc, &copy)
+            }
+            Plan::WithoutTables(why) => {
+                match step_without_tables::<A>(space, first, pc, &mut state, &copy) {
+                    Some(ra) => {
+                        space
+                            .untabled_frames
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        Ok(Some(ra))
+                    }
+                    None => Err(why),
+                }
             }
             Plan::Dwarf => step_dwarf(space, lookup, pc, first, &mut state, &copy),
             Plan::Framehop => {

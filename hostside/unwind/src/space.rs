@@ -45,6 +45,9 @@ pub struct AddressSpace<A: Architecture> {
     /// Frames unwound by prologue analysis (a heuristic) since the last
     /// [`AddressSpace::take_prologue_frames`].
     pub(crate) prologue_frames: AtomicU64,
+    /// Frames in code no table covers unwound by the return-address or frame-pointer rule
+    /// since the last [`AddressSpace::take_untabled_frames`].
+    pub(crate) untabled_frames: AtomicU64,
 }
 
 impl<A: Architecture> AddressSpace<A> {
@@ -59,6 +62,7 @@ impl<A: Architecture> AddressSpace<A> {
             jit: Vec::new(),
             jit_frames: AtomicU64::new(0),
             prologue_frames: AtomicU64::new(0),
+            untabled_frames: AtomicU64::new(0),
         }
     }
 
@@ -144,6 +148,13 @@ impl<A: Architecture> AddressSpace<A> {
     /// `arm` module). A heuristic, so reports show the count.
     pub fn take_prologue_frames(&self) -> u64 {
         self.prologue_frames.swap(0, Ordering::Relaxed)
+    }
+
+    /// How many frames in code without unwind tables or info (assembly, stubs, code
+    /// generated into a deleted file) were unwound by the return-address or frame-pointer
+    /// rule (a fallback, so reports show the count) since the last call.
+    pub fn take_untabled_frames(&self) -> u64 {
+        self.untabled_frames.swap(0, Ordering::Relaxed)
     }
 
     /// Unwinds one sample: appends the instruction pointer and then each return address to
