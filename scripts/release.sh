@@ -25,7 +25,7 @@ if [ "$workspace" != "$version" ]; then
     echo "release: Cargo.toml's workspace version is $workspace, not $version" >&2
     exit 2
 fi
-if [ -n "$(git status --porcelain)" ]; then
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
     echo "release: the working tree has changes; commit or stash them first" >&2
     exit 2
 fi
