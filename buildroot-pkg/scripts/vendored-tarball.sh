@@ -69,7 +69,9 @@ trap 'rm -rf "$work"' EXIT
 mkdir "$work/$base"
 tar -C "$work/$base" --strip-components=1 -xzf "$release"
 # The time stamp every entry gets: that of the release's first file in bytewise order.
-first=$(cd "$work" && find "$base" -type f -print0 | LC_ALL=C sort -z | head -z -n 1 | tr -d '\0')
+# (Read from a process substitution: `head` in a pipeline would end sort early, and
+# pipefail would take its SIGPIPE for a failure.)
+IFS= read -r -d '' first < <(cd "$work" && find "$base" -type f -print0 | LC_ALL=C sort -z)
 stamp=$(date -u -d "@$(stat -c %Y "$work/$first")" +%Y-%m-%dT%H:%M:%S+00:00)
 
 (
