@@ -161,10 +161,12 @@ scratch=$(mktemp -d)
 git archive --format=tar.gz --prefix="crossprof-$version/" -o "$scratch/crossprof-$version.tar.gz" "$srcrev"
 for cargo in cargo "cargo +nightly"; do
     [ "$cargo" = cargo ] || rustup run nightly cargo --version >/dev/null 2>&1 || continue
-    if ! line=$(CARGO="$cargo" buildroot-pkg/scripts/vendored-tarball.sh \
-            "$scratch/crossprof-$version.tar.gz" "$scratch" 2>"$scratch/err"); then
+    rc=0
+    line=$(CARGO="$cargo" buildroot-pkg/scripts/vendored-tarball.sh \
+        "$scratch/crossprof-$version.tar.gz" "$scratch" 2>"$scratch/err") || rc=$?
+    if [ "$rc" != 0 ]; then
         cat "$scratch/err"
-        bad "vendoring crossprof-$version.tar.gz with $cargo as Buildroot does"
+        bad "vendoring crossprof-$version.tar.gz with $cargo as Buildroot does (exit $rc)"
     elif grep -qxF "$line" "$hash_file"; then
         ok "crossprof.hash: ${line##* } vendored by $cargo hashes as listed"
     else
