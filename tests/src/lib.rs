@@ -15,6 +15,7 @@ pub mod heaptrack;
 pub mod perf;
 pub mod phases;
 pub mod realworld;
+pub mod untabled;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -99,47 +99,63 @@ fn rec_job(out: &str, p: &BoardProgram, rounds: &str) -> Vec<String> {
 }
 
 /// Issue 5 on a board: deep.c + libdeep.so built with the cross compiler's defaults (no frame
-/// pointers; Thumb-2 on armhf), recorded with `--call-graph dwarf`, unwound on this host.
-fn board_unwinds_stack_copies(board: Board, tag: &str, rounds: &str) {
+/// pointers; Thumb-2 on armhf), recorded with `--call-graph dwarf`, unwound on this host. On
+/// AArch64 also issue 24's assembly without CFI (asm_nocfi.c, `rounds_asm` rounds): its
+/// sampled leaf unwinds by the link register, its framed function by the frame pointer.
+fn board_unwinds_stack_copies(board: Board, tag: &str, rounds: &str, rounds_asm: Option<&str>) {
     let sysroot = Sysroot::new(board, tag);
     let (lib, exe) = sysroot.build_deep(board, &["-O2"]);
-    let files = [&lib, &exe]
-        .iter()
+    let asm = rounds_asm.map(|_| sysroot.build_c(board, "asm_nocfi.c", "asm_nocfi", &["-O2"]));
+    let files = [Some(&lib), Some(&exe), asm.as_ref()]
+        .into_iter()
+        .flatten()
         .map(|p| (p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755))
         .collect();
-    let job = [
-        "/rec",
-        "--call-graph",
-        "dwarf",
-        "--out",
-        "/out/deep.zst",
-        "--",
-        &exe.guest,
-        rounds,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let run = boot(board, tag, files, &[job]);
+    let job = |out: &str, p: &BoardProgram, rounds: &str| -> Vec<String> {
+        [
+            "/rec",
+            "--call-graph",
+            "dwarf",
+            "--out",
+            out,
+            "--",
+            &p.guest,
+            rounds,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut jobs = vec![job("/out/deep.zst", &exe, rounds)];
+    if let (Some(p), Some(r)) = (&asm, rounds_asm) {
+        jobs.push(job("/out/asm.zst", p, r));
+    }
+    let run = boot(board, tag, files, &jobs);
     assert_eq!(
         run.statuses,
-        vec![0],
+        vec![0; jobs.len()],
         "rec failed on the board: {}\n{}",
         String::from_utf8_lossy(run.file("job0.log")),
         run.console
     );
     let out = save(&run, "deep.zst", tag);
     assert_deep_ground_truth(&folded_stacks(&out, &sysroot.dir));
+    if asm.is_some() {
+        let out = save(&run, "asm.zst", tag);
+        let (known, user) =
+            untabled::assert_asm_nocfi_ground_truth(&folded_stacks(&out, &sysroot.dir));
+        eprintln!("{tag}: {known} of {user} samples in the assembly on the known chains");
+    }
 }
 
 #[test]
 fn aarch64_board_unwinds_stack_copies_without_frame_pointers() {
-    board_unwinds_stack_copies(Board::Aarch64, "board_aarch64_dwarf", "400");
+    board_unwinds_stack_copies(Board::Aarch64, "board_aarch64_dwarf", "400", Some("6"));
 }
 
 #[test]
 fn armv7_board_unwinds_thumb2_stack_copies() {
-    board_unwinds_stack_copies(Board::Armv7, "board_armv7_dwarf", "160");
+    board_unwinds_stack_copies(Board::Armv7, "board_armv7_dwarf", "160", None);
 }
 
 /// Signal frames on ARMv7 (issue 13): signal_frames.c built with Debian armhf's defaults

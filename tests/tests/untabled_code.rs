@@ -5,28 +5,9 @@
 //! perf, on the same binary in the same test, is the reference: its `--call-graph dwarf`
 //! stops at the first frame without CFI.
 
-use std::collections::HashMap;
 use std::process::Command;
 
 use crossprof_tests::*;
-
-/// The program's own part of each folded stack (root first): from `main` through the
-/// program's functions, up to the first frame that is not one of them (the kernel's, when a
-/// sample interrupted it). Stacks that never reach `main` keep an empty key.
-fn own_stacks(stacks: &[(Vec<String>, u64)]) -> HashMap<String, u64> {
-    const OWN: [&str; 5] = ["main", "run_leaf", "run_framed", "spin_leaf", "spin_framed"];
-    let mut out = HashMap::new();
-    for (frames, n) in stacks {
-        let own: Vec<&str> = frames
-            .iter()
-            .map(String::as_str)
-            .skip_while(|f| *f != "main")
-            .take_while(|f| OWN.contains(f))
-            .collect();
-        *out.entry(own.join(";")).or_insert(0) += n;
-    }
-    out
-}
 
 #[test]
 fn assembly_without_cfi_unwinds_by_return_address_and_frame_pointer() {
@@ -68,26 +49,8 @@ fn assembly_without_cfi_unwinds_by_return_address_and_frame_pointer() {
     );
 
     // The exact chains, and the split the program's equal loops make.
-    let stacks = own_stacks(&folded_stacks(&recording, &p.sysroot));
-    let via_leaf = stacks.get("main;run_leaf;spin_leaf").copied().unwrap_or(0);
-    let via_framed = stacks
-        .get("main;run_framed;spin_framed;spin_leaf")
-        .copied()
-        .unwrap_or(0);
-    let user: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.contains("spin_") || s.is_empty())
-        .map(|(_, n)| n)
-        .sum();
-    assert!(
-        (via_leaf + via_framed) * 100 >= user * 98,
-        "{via_leaf} + {via_framed} of {user} samples on the two known chains: {stacks:#?}"
-    );
-    let share = share(via_leaf, via_framed);
-    assert!(
-        (42.0..=58.0).contains(&share),
-        "run_leaf's share {share:.1}% of the two equal loops: {stacks:#?}"
-    );
+    let (known, user) =
+        untabled::assert_asm_nocfi_ground_truth(&folded_stacks(&recording, &p.sysroot));
 
     // perf on the same binary: its DWARF unwinding stops in the assembly (the reference this
     // fallback goes beyond), so it never reaches run_leaf or run_framed from a sample there.
@@ -120,11 +83,11 @@ fn assembly_without_cfi_unwinds_by_return_address_and_frame_pointer() {
         .count();
     eprintln!(
         "perf --call-graph dwarf: {perf_complete} of {perf_samples} samples in the assembly reach main; crossprof: {} of {user}",
-        via_leaf + via_framed
+        known
     );
     assert!(perf_samples > 0, "perf script: {text}");
     assert!(
-        (via_leaf + via_framed) * perf_samples as u64 >= perf_complete as u64 * user,
+        known * perf_samples as u64 >= perf_complete as u64 * user,
         "crossprof completes fewer than perf"
     );
 }
