@@ -716,7 +716,8 @@ buildroot() {
     echo "== Buildroot $(gitc -C "$br" describe --always 2>/dev/null || echo '?'), cargo $cargo_version ($cargo_cmd)"
     # The vendoring at download time runs `cargo` from PATH: this one.
     printf '#!/bin/sh\nexec %q' "$cargo_bin" >"$brbin/cargo"
-    printf ' %q' "${cargo_words[@]:1}" >>"$brbin/cargo"
+    # (printf with no arguments would still print one empty word.)
+    if [ ${#cargo_words[@]} -gt 1 ]; then printf ' %q' "${cargo_words[@]:1}" >>"$brbin/cargo"; fi
     printf ' "$@"\n' >>"$brbin/cargo"
     ln -sf "$br_python" "$brbin/python3"
     chmod 755 "$brbin/cargo"
