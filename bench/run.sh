@@ -11,6 +11,7 @@
 #   bench/run.sh index [ARGS...]    the build-id index's first and cached runs on a large tree
 #   bench/run.sh off-cpu [ARGS...]  rec --off-cpu vs perf record -e sched:sched_switch
 #   bench/run.sh html [ARGS...]     hostside html on 100,000 samples: time, first render, size
+#   bench/run.sh faults [ARGS...]   fault events kept and their cost, rec vs perf record
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -28,6 +29,7 @@ case "$what" in
         ;;
     off-cpu) shift; python3 bench/off_cpu_overhead.py "$@" ;;
     html) shift; python3 bench/html_report.py "$@" ;;
+    faults) shift; python3 bench/fault_events.py "$@" ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks
