@@ -104,22 +104,32 @@ fn help_documents_every_flag() {
 fn sigint_is_forwarded_and_the_file_is_complete() {
     let p = build("cpu_split.c", "sigint", C_FP);
     let out = scratch().join("sigint.zst");
-    let mut rec = Command::new(rec())
-        .args([
-            "--out",
-            out.to_str().unwrap(),
-            p.board.to_str().unwrap(),
-            "0",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(rec());
+    cmd.args([
+        "--out",
+        out.to_str().unwrap(),
+        p.board.to_str().unwrap(),
+        "0",
+    ])
+    .stderr(Stdio::piped());
+    // A suite started from a background job (the fresh-machine rehearsal runs it so) inherits
+    // SIGINT ignored, and so would the application: it would then ignore the forwarded
+    // SIGINT as its shell asked, which is not what this test is about.
+    // SAFETY: signal() is async-signal-safe, and this runs in the child before exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut rec = cmd.spawn().unwrap();
     // Interrupted once the application has used a second of CPU time (the kernel's
-    // accounting) under rec, however little of a CPU the machine leaves it.
+    // accounting) under rec, however little of a CPU the machine leaves it. The application
+    // runs until told to stop: it is killed if the test fails, never left spinning.
+    let app = cpu_time::child_of(rec.id());
+    let _app = cpu_time::KillOnPanic(app);
     let used = {
         let _rec = cpu_time::KillOnPanic(rec.id());
-        let app = cpu_time::child_of(rec.id());
-        let _app = cpu_time::KillOnPanic(app);
         cpu_time::wait_for_recording(&out);
         cpu_time::run_for_cpu(app, 1.0)
     };
@@ -133,7 +143,10 @@ fn sigint_is_forwarded_and_the_file_is_complete() {
     let elapsed = t.elapsed();
     if elapsed >= Duration::from_secs(3) {
         // What rec said (did the application ignore the signal, or did rec's last drain and
-        // sync take that long?) and the machine's load, to tell a slow disk from a bug.
+        // sync take that long?) and the machine's load, to tell a slow disk from a bug. The
+        // application goes first: it holds rec's standard error open.
+        // SAFETY: a signal to the application this test started.
+        unsafe { libc::kill(app as i32, libc::SIGKILL) };
         let mut said = String::new();
         if let Some(mut e) = rec.stderr.take() {
             let _ = std::io::Read::read_to_string(&mut e, &mut said);
