@@ -82,11 +82,12 @@ fn maybe_regenerate(arch: &str, recording: &Path, p: &BoardProgram) {
 }
 
 /// `rec` with kernel frame-pointer chains (these tests are about fp call chains).
-fn rec_job(out: &str, p: &BoardProgram, rounds: &str) -> Vec<String> {
+/// The board job `rec --call-graph CALL_GRAPH --out OUT -- PROGRAM ROUNDS`.
+fn rec_job(call_graph: &str, out: &str, p: &BoardProgram, rounds: &str) -> Vec<String> {
     [
         "/rec",
         "--call-graph",
-        "fp",
+        call_graph,
         "--out",
         out,
         "--",
@@ -111,24 +112,9 @@ fn board_unwinds_stack_copies(board: Board, tag: &str, rounds: &str, rounds_asm:
         .flatten()
         .map(|p| (p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755))
         .collect();
-    let job = |out: &str, p: &BoardProgram, rounds: &str| -> Vec<String> {
-        [
-            "/rec",
-            "--call-graph",
-            "dwarf",
-            "--out",
-            out,
-            "--",
-            &p.guest,
-            rounds,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-    let mut jobs = vec![job("/out/deep.zst", &exe, rounds)];
+    let mut jobs = vec![rec_job("dwarf", "/out/deep.zst", &exe, rounds)];
     if let (Some(p), Some(r)) = (&asm, rounds_asm) {
-        jobs.push(job("/out/asm.zst", p, r));
+        jobs.push(rec_job("dwarf", "/out/asm.zst", p, r));
     }
     let run = boot(board, tag, files, &jobs);
     assert_eq!(
@@ -246,7 +232,7 @@ fn aarch64_board_splits_75_25_with_callers() {
     let sysroot = Sysroot::new(board, tag);
     let p = sysroot.build_c(board, "cpu_split.c", "cpu_split", C_FP);
     let files = vec![(p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755)];
-    let run = boot(board, tag, files, &[rec_job("/out/t.zst", &p, "300")]);
+    let run = boot(board, tag, files, &[rec_job("fp", "/out/t.zst", &p, "300")]);
     assert_eq!(
         run.statuses,
         vec![0],
@@ -295,8 +281,8 @@ fn armv7_board_splits_75_25_thumb2_and_arm() {
         tag,
         files,
         &[
-            rec_job("/out/thumb.zst", &thumb, "150"),
-            rec_job("/out/arm.zst", &arm, "150"),
+            rec_job("fp", "/out/thumb.zst", &thumb, "150"),
+            rec_job("fp", "/out/arm.zst", &arm, "150"),
         ],
     );
     assert_eq!(

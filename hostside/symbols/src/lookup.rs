@@ -142,6 +142,25 @@ impl Candidate {
     }
 }
 
+/// The files `index` lists with build-id `build_id` that pass `wanted` (what the index
+/// recorded of them), each reopened and kept only if it still carries that build-id: the
+/// index may be stale, and a wrong file must never be used. Lazy: files are opened as the
+/// caller asks for them.
+fn verified_by_index<'i>(
+    index: &'i BuildIdIndex,
+    build_id: &'i [u8],
+    wanted: impl Fn(&IndexedFile) -> bool + 'i,
+) -> impl Iterator<Item = (Candidate, &'i IndexedFile)> + 'i {
+    index
+        .files_with(build_id)
+        .iter()
+        .filter(move |f| wanted(f))
+        .filter_map(move |f| {
+            let c = Candidate::open(f.path.clone())?;
+            (c.info.build_id.as_deref() == Some(build_id)).then_some((c, f))
+        })
+}
+
 impl Lookup {
     /// Finds the image and debug file of the module recorded at board path `path` with GNU
     /// build-id `build_id` (empty when the board's file had none). Never fails: problems are
@@ -237,14 +256,8 @@ impl Lookup {
         if build_id.is_empty() {
             return None;
         }
-        let verified: Vec<(Candidate, &IndexedFile)> = index
-            .files_with(build_id)
-            .iter()
-            .filter_map(|f| {
-                let c = Candidate::open(f.path.clone())?;
-                (c.info.build_id.as_deref() == Some(build_id)).then_some((c, f))
-            })
-            .collect();
+        let verified: Vec<(Candidate, &IndexedFile)> =
+            verified_by_index(index, build_id, |_| true).collect();
         let image = verified.iter().find(|(_, f)| f.is_image).map(|(c, _)| c);
         let debug = verified
             .iter()
@@ -272,14 +285,9 @@ impl Lookup {
         if build_id.is_empty() {
             return None;
         }
-        index
-            .files_with(build_id)
-            .iter()
-            .filter(|f| f.is_image)
-            .find_map(|f| {
-                let c = Candidate::open(f.path.clone())?;
-                (c.info.build_id.as_deref() == Some(build_id)).then_some(c.path)
-            })
+        verified_by_index(index, build_id, |f| f.is_image)
+            .next()
+            .map(|(c, _)| c.path)
     }
 
     /// A file with DWARF and build-id `build_id` found through `index` (reopened and verified),
@@ -289,14 +297,9 @@ impl Lookup {
         if build_id.is_empty() {
             return None;
         }
-        index
-            .files_with(build_id)
-            .iter()
-            .filter(|f| f.has_dwarf)
-            .find_map(|f| {
-                let c = Candidate::open(f.path.clone())?;
-                (c.info.has_dwarf && c.info.build_id.as_deref() == Some(build_id)).then_some(c.path)
-            })
+        verified_by_index(index, build_id, |f| f.has_dwarf)
+            .find(|(c, _)| c.info.has_dwarf)
+            .map(|(c, _)| c.path)
     }
 
     /// Directories that may hold a `.build-id` tree, in search order.
