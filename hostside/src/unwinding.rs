@@ -37,10 +37,11 @@ pub struct UnwindStats {
     /// Frames in JIT code (anonymous executable memory, no unwind tables) unwound by the
     /// frame-pointer rule, a fallback: right where the runtime keeps frame pointers.
     pub jit_frame_pointer_frames: u64,
-    /// Frames in mapped code no unwind table covers (hand-written assembly without CFI,
-    /// stubs, code generated into a deleted file, modules missing from the sysroot) unwound
-    /// by the return-address or frame-pointer rule, a fallback: each step landed in
-    /// executable code and moved up the stack, but nothing proves it is the real caller.
+    /// Frames in code of a sysroot module that no unwind table covers (hand-written assembly
+    /// without CFI, stubs, a module without tables) unwound by the return-address or
+    /// frame-pointer rule, a fallback: each step landed in executable code and moved up the
+    /// stack, but nothing proves it is the real caller. (Modules missing from the sysroot stay
+    /// cut short; code generated into deleted files counts as JIT code.)
     pub untabled_frames: u64,
     /// Modules whose unwind sections could not be read (an unreadable file, a damaged ELF):
     /// stacks are cut short in them.
