@@ -90,6 +90,9 @@ pub enum Kind {
     /// Frames in code no unwind table covers, unwound by the return-address or frame-pointer
     /// rule (count: frames).
     UnwindWithoutTables,
+    /// Stacks that end where Go's runtime switched to the thread's system stack, so the
+    /// goroutine's frames are not in the sample (count: samples).
+    GoStackSwitch,
     /// Allocations whose stack reached the interposer's frame limit, so its outer end is
     /// missing (count: allocations).
     HeapStackCutShort,
@@ -132,6 +135,7 @@ impl Kind {
             Kind::UnwindSectionsFailed => "unwind-sections-failed",
             Kind::CfiEntriesSkipped => "cfi-entries-skipped",
             Kind::UnwindWithoutTables => "unwind-without-tables",
+            Kind::GoStackSwitch => "go-stack-switch",
             Kind::HeapStackCutShort => "heap-stack-cut-short",
             Kind::HeapStackUnknown => "heap-stack-unknown",
             Kind::HeapUnknownFrees => "heap-unknown-frees",
@@ -302,6 +306,15 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
          unwound by the return address at the stack pointer or link register (a sampled leaf) \
          or by the frame pointer, each landing in code and moving up the stack: right where \
          that code keeps the frame pointer, as SIMD assembly usually does"
+            .into(),
+    );
+    add(
+        Kind::GoStackSwitch,
+        src.unwind.go_stack_switches,
+        "stacks end where Go's runtime switched to the thread's system stack \
+         (runtime.systemstack, mcall, morestack, asmcgocall): counted complete, as Go's own \
+         profiler ends them, but the goroutine's frames above the switch are on its own stack, \
+         which the sample did not copy"
             .into(),
     );
     if let Some(h) = src.heap {

@@ -43,6 +43,11 @@ pub struct UnwindStats {
     /// stack, but nothing proves it is the real caller. (Modules missing from the sysroot stay
     /// cut short; code generated into deleted files counts as JIT code.)
     pub untabled_frames: u64,
+    /// Complete samples whose stack ends where Go's runtime switched stacks
+    /// (`runtime.systemstack`, `runtime.mcall`, `runtime.morestack`, `runtime.asmcgocall`):
+    /// the goroutine's frames above the switch lie on its own stack, which the sample did not
+    /// copy; Go's own profiler ends these stacks there too.
+    pub go_stack_switches: u64,
     /// Modules whose unwind sections could not be read (an unreadable file, a damaged ELF):
     /// stacks are cut short in them.
     pub sections_failed: u64,
@@ -285,6 +290,7 @@ impl<A: Architecture> ArchSpaces for Spaces<A> {
         stats.prologue_frames += space.take_prologue_frames();
         stats.jit_frame_pointer_frames += space.take_jit_frames();
         stats.untabled_frames += space.take_untabled_frames();
+        stats.go_stack_switches += space.take_go_switches();
         stats.count(outcome);
         out
     }

@@ -209,6 +209,35 @@ impl Sysroot {
 }
 
 impl Sysroot {
+    /// Cross-builds a Go program from `tests/programs/` for the board (AArch64 only: the
+    /// 32-bit ARM unwinder does not read Go's tables), as `/usr/bin/<name>`; the stripped copy
+    /// is for the board. Go binaries are static: they need nothing else on the board.
+    pub fn build_go(&self, board: Board, src: &str, name: &str) -> BoardProgram {
+        assert_eq!(
+            board,
+            Board::Aarch64,
+            "Go programs are built for the AArch64 board"
+        );
+        let source = crate::source(src);
+        let guest = format!("/usr/bin/{name}");
+        let unstripped = self.dir.join(guest.trim_start_matches('/'));
+        std::fs::create_dir_all(unstripped.parent().expect("parent")).expect("mkdir");
+        crate::golang::go_build(&source, &unstripped, "arm64");
+        let stripped = self.dir.parent().expect("tag dir").join(name);
+        run_ok(
+            Command::new(board.tool("strip"))
+                .arg("-o")
+                .arg(&stripped)
+                .arg(&unstripped),
+        );
+        BoardProgram {
+            guest,
+            stripped,
+            unstripped,
+            source,
+        }
+    }
+
     /// Cross-builds the stack-unwinding ground truth: `deep_lib.c` as `/usr/lib/libdeep.so`
     /// and `deep.c` as `/usr/bin/deep` linked against it, with `flags` (the compiler's defaults
     /// when empty: no frame pointers). Returns (library, executable).

@@ -10,6 +10,7 @@ pub mod boards;
 pub mod consumers;
 pub mod cpu_time;
 pub mod fixtures;
+pub mod golang;
 pub mod heap_parity;
 pub mod heaptrack;
 pub mod perf;
@@ -137,7 +138,7 @@ pub fn run_ok(cmd: &mut Command) {
     );
 }
 
-/// Builds `src` (C, C++ or Rust, by extension) into `<scratch>/<tag>/`, strips the board copy
+/// Builds `src` (C, C++, Rust or Go, by extension) into `<scratch>/<tag>/`, strips the board copy
 /// and places the unstripped one in that directory's sysroot.
 pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
     let source = source(src);
@@ -146,7 +147,7 @@ pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
     std::fs::create_dir_all(&board_dir).expect("mkdir");
     let board = board_dir.join(tag);
     let built = dir.join(format!("{tag}.unstripped"));
-    let mut cmd = match source.extension().and_then(|e| e.to_str()) {
+    let compiler = match source.extension().and_then(|e| e.to_str()) {
         Some("c") => {
             let mut c = Command::new("gcc");
             c.args(["-g", "-Wl,--build-id", "-pthread"])
@@ -154,7 +155,7 @@ pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
                 .arg(&source)
                 .arg("-o")
                 .arg(&built);
-            c
+            Some(c)
         }
         Some("cpp") => {
             let mut c = Command::new("g++");
@@ -163,7 +164,7 @@ pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
                 .arg(&source)
                 .arg("-o")
                 .arg(&built);
-            c
+            Some(c)
         }
         Some("rs") => {
             let mut c = Command::new("rustc");
@@ -172,11 +173,15 @@ pub fn build(src: &str, tag: &str, flags: &[&str]) -> Program {
                 .arg(&source)
                 .arg("-o")
                 .arg(&built);
-            c
+            Some(c)
         }
+        Some("go") => None,
         other => panic!("unknown source type {other:?}"),
     };
-    run_ok(&mut cmd);
+    match compiler {
+        Some(mut cmd) => run_ok(&mut cmd),
+        None => golang::go_build(&source, &built, "amd64"),
+    }
     run_ok(Command::new("strip").arg("-o").arg(&board).arg(&built));
     let sysroot = dir.join("sysroot");
     let unstripped = sysroot.join(board.strip_prefix("/").expect("absolute path"));

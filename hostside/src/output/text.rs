@@ -169,6 +169,13 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
             u.untabled_frames
         )?;
     }
+    if u.go_stack_switches > 0 {
+        writeln!(
+            out,
+            "            {:>7} of them end where Go switched to the system stack (goroutine frames not copied)",
+            u.go_stack_switches
+        )?;
+    }
     if u.no_registers > 0 {
         writeln!(
             out,

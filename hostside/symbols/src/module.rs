@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backing::Backing;
+use crossprof_gopclntab::GoTable;
+
+use crate::backing::{Backing, Bytes};
 use crate::demangle::demangle;
 use crate::dwarf::Dwarf;
 use crate::elf_info::{self, Segment};
@@ -38,6 +40,9 @@ pub struct ModuleStats {
     pub dwarf: u64,
     /// Lookups whose function name came from `.symtab`, MiniDebugInfo or `.dynsym`.
     pub symbol_table: u64,
+    /// Lookups answered by a Go binary's own function table (`.gopclntab`: name, file and
+    /// line, no inlined frames).
+    pub go_table: u64,
     /// Lookups that found no function.
     pub unresolved: u64,
 }
@@ -46,6 +51,7 @@ pub struct ModuleStats {
 struct Counters {
     dwarf: AtomicU64,
     symbol_table: AtomicU64,
+    go_table: AtomicU64,
     unresolved: AtomicU64,
 }
 
@@ -55,6 +61,8 @@ pub struct Module {
     /// Why the debug file's DWARF could not be used, when it had some.
     dwarf_error: Option<String>,
     symbols: SymbolTable,
+    /// A Go binary's function table, which stripping keeps.
+    go: Option<GoTable<Bytes>>,
     segments: Vec<Segment>,
     warnings: Vec<String>,
     counters: Counters,
@@ -158,6 +166,7 @@ impl Module {
             dwarf,
             dwarf_error,
             symbols: symbols.finish(),
+            go: go_table(binary, &mut warnings),
             segments: elf_info::segments(&binary.file),
             warnings,
             counters: Counters::default(),
@@ -173,17 +182,30 @@ impl Module {
     }
 
     /// The frames at `svma`, innermost inlined function first and the real function last. Names
-    /// come from DWARF, or from the symbol tables when DWARF has none for the outermost frame;
-    /// empty when nothing names the address. Allocates the returned strings; resolve each
-    /// address once.
+    /// come from DWARF, else from a Go binary's function table (with file:line), else from
+    /// the symbol tables, whichever first names the outermost frame; empty when nothing names
+    /// the address. Allocates the returned strings; resolve each address once.
     pub fn frames(&self, svma: u64) -> Vec<SymFrame> {
         let mut frames = self
             .dwarf
             .as_ref()
             .map(|d| d.frames(svma))
             .unwrap_or_default();
+        let go = || {
+            let f = self.go.as_ref()?.func_at(svma)?;
+            let (file, line) = f.file_line(svma).unzip();
+            Some(SymFrame {
+                function: Some(f.name()?.to_string()),
+                file: file.map(str::to_string),
+                line,
+            })
+        };
         let counter = if frames.last().is_some_and(|f| f.function.is_some()) {
             &self.counters.dwarf
+        } else if let Some(frame) = go() {
+            frames.clear();
+            frames.push(frame);
+            &self.counters.go_table
         } else if let Some(name) = self.symbols.lookup(svma) {
             let name = Some(demangle(&String::from_utf8_lossy(name)));
             match frames.last_mut() {
@@ -235,9 +257,20 @@ impl Module {
         ModuleStats {
             dwarf: self.counters.dwarf.load(Ordering::Relaxed),
             symbol_table: self.counters.symbol_table.load(Ordering::Relaxed),
+            go_table: self.counters.go_table.load(Ordering::Relaxed),
             unresolved: self.counters.unresolved.load(Ordering::Relaxed),
         }
     }
+}
+
+/// The Go function table of `binary`, if it is a Go binary; a damaged one is a warning.
+fn go_table(binary: &Part<'_>, warnings: &mut Vec<String>) -> Option<GoTable<Bytes>> {
+    let whole = binary.backing.as_slice();
+    let at = crossprof_gopclntab::locate(&binary.file, whole)?;
+    let bytes = Bytes::within(binary.backing, whole.get(at.file_range)?)?;
+    GoTable::new(bytes, at.text_start)
+        .map_err(|e| warnings.push(format!("{}: {e}", binary.path.display())))
+        .ok()
 }
 
 /// `resolve.rs` shares modules across rayon threads.

@@ -10,6 +10,7 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use crate::arch::{Architecture, UnwindState};
 use crate::bytes::Section;
 use crate::cfi::CallerRegs;
+use crate::go_walk::{step_go, GoStep};
 use crate::outcome::{CutShort, Outcome};
 use crate::regs::Registers;
 use crate::sections::UnwindSections;
@@ -59,6 +60,8 @@ enum Plan {
     /// and moves up the stack; else the stop reason given. (A module missing from the sysroot
     /// stays cut short: its tables exist, on the board.)
     WithoutTables(CutShort),
+    /// Go code: Go's own function table (see [`crate::go_walk`]).
+    Go,
     /// Nothing can unwind this frame.
     Stop(CutShort),
 }
@@ -102,6 +105,9 @@ pub(crate) trait FramehopArch: Architecture {
     fn parts(state: &mut Self::State) -> (&Self::Fh, &mut Self::Cache);
     /// The frame pointer's DWARF register number (rbp, x29).
     const FP_REG: u16;
+    /// Whether a call leaves the return address in a link register (AArch64) rather than
+    /// on the stack (x86_64).
+    const LINK_REGISTER: bool;
     /// The registers a walk starts from.
     fn initial(regs: &Registers, max_avma: u64) -> Self::Regs;
     /// The stack pointer.
@@ -139,6 +145,9 @@ impl<A: Architecture> AddressSpace<A> {
         let svma = lookup.wrapping_sub(bias);
         if first && s.plt.iter().any(|r| r.contains(&svma)) {
             return Plan::PltReturn;
+        }
+        if s.go.as_ref().is_some_and(|g| g.func_at(svma).is_some()) {
+            return Plan::Go;
         }
         if s.cfi_eh.as_ref().is_some_and(|t| t.covers(svma)) {
             return Plan::Framehop;
@@ -355,6 +364,26 @@ pub(crate) fn unwind<A: FramehopArch>(
                 }
             }
             Plan::Dwarf => step_dwarf(space, lookup, pc, first, &mut state, &copy),
+            Plan::Go => {
+                let Some((bias, s)) = space.module_at(lookup) else {
+                    return Outcome::CutShort(CutShort::NoUnwindTables);
+                };
+                let svma = lookup.wrapping_sub(bias);
+                let Some(f) = s.go.as_ref().and_then(|g| g.func_at(svma)) else {
+                    return Outcome::CutShort(CutShort::NoUnwindInfo);
+                };
+                match step_go::<A>(&f, svma, first, &mut state, &copy) {
+                    Ok(GoStep::Caller(ra)) => Ok(Some(ra)),
+                    Ok(GoStep::Top) => Ok(None),
+                    Ok(GoStep::Switch) => {
+                        space
+                            .go_switches
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        Ok(None)
+                    }
+                    Err(why) => Err(why),
+                }
+            }
             Plan::Framehop => {
                 let before = state;
                 match step_framehop(space, address, &mut state, &copy) {

@@ -32,7 +32,9 @@
 //! see [`arch::arm`] for why it is hand-written), with `.debug_frame` (read by gimli) first
 //! where it covers the address: gcc emits no EHABI entries for C code by default; i686 and
 //! RISC-V through DWARF CFI read and evaluated with gimli (`.eh_frame`, then
-//! `.debug_frame`), since framehop does not cover them. Signal frames are stepped through on
+//! `.debug_frame`), since framehop does not cover them. Go code (x86_64, AArch64) goes
+//! through Go's own function table (`.gopclntab`, see `go_walk`), which every Go binary keeps
+//! when stripped. Signal frames are stepped through on
 //! x86_64, AArch64, ARM and RISC-V.
 #![deny(missing_docs)]
 
@@ -41,6 +43,7 @@ mod bytes;
 mod cfi;
 mod cfi_walk;
 mod framehop_walk;
+mod go_walk;
 mod outcome;
 mod regs;
 mod sections;

@@ -53,6 +53,8 @@ pub struct UnwindSections {
     pub(crate) segments: Vec<Segment>,
     /// The functions of a 32-bit ARM module, for prologue analysis where no table applies.
     pub(crate) arm_functions: crate::arch::arm::Functions,
+    /// A Go binary's own function table: frame sizes of Go code, which has no CFI.
+    pub(crate) go: Option<Arc<crossprof_gopclntab::GoTable<Section>>>,
 }
 
 type Found = Option<(Range<u64>, Section)>;
@@ -157,6 +159,12 @@ impl UnwindSections {
                 !file.is_little_endian(),
             )));
         }
+        s.go = crossprof_gopclntab::locate(&file, file_bytes(image)).and_then(|at| {
+            let bytes = file_bytes(image).get(at.file_range)?;
+            let table =
+                crossprof_gopclntab::GoTable::new(Section::within(image, bytes), at.text_start);
+            table.ok().map(Arc::new)
+        });
         s.debug_frame = debug_frame(&file, image);
         let dfile = debug.and_then(|d| Some((object::File::parse(file_bytes(d)).ok()?, d)));
         if s.debug_frame.is_none() {
@@ -240,7 +248,10 @@ impl UnwindSections {
 
     /// Whether the file has any unwind table (else only frame pointers can be followed).
     pub fn has_unwind_info(&self) -> bool {
-        self.eh_frame.is_some() || self.debug_frame.is_some() || self.arm_exidx.is_some()
+        self.eh_frame.is_some()
+            || self.debug_frame.is_some()
+            || self.arm_exidx.is_some()
+            || self.go.is_some()
     }
 
     /// The load bias (address on the board minus address in the file) of a mapping that

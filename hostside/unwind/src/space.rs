@@ -48,6 +48,9 @@ pub struct AddressSpace<A: Architecture> {
     /// Frames in code no table covers unwound by the return-address or frame-pointer rule
     /// since the last [`AddressSpace::take_untabled_frames`].
     pub(crate) untabled_frames: AtomicU64,
+    /// Stacks that ended at a Go stack switch since the last
+    /// [`AddressSpace::take_go_switches`].
+    pub(crate) go_switches: AtomicU64,
 }
 
 impl<A: Architecture> AddressSpace<A> {
@@ -63,6 +66,7 @@ impl<A: Architecture> AddressSpace<A> {
             jit_frames: AtomicU64::new(0),
             prologue_frames: AtomicU64::new(0),
             untabled_frames: AtomicU64::new(0),
+            go_switches: AtomicU64::new(0),
         }
     }
 
@@ -155,6 +159,15 @@ impl<A: Architecture> AddressSpace<A> {
     /// rule (a fallback, so reports show the count) since the last call.
     pub fn take_untabled_frames(&self) -> u64 {
         self.untabled_frames.swap(0, Ordering::Relaxed)
+    }
+
+    /// How many stacks ended, since the last call, at a function where Go's runtime switched
+    /// stacks (`runtime.systemstack`, `runtime.mcall`, `runtime.morestack`,
+    /// `runtime.asmcgocall`): complete as far as this stack goes, as Go's own profiler ends
+    /// them, but the goroutine's frames above the switch are on a stack the sample did not
+    /// copy. Reports show the count.
+    pub fn take_go_switches(&self) -> u64 {
+        self.go_switches.swap(0, Ordering::Relaxed)
     }
 
     /// Unwinds one sample: appends the instruction pointer and then each return address to

@@ -25,6 +25,7 @@ impl FramehopArch for Aarch64 {
     }
 
     const FP_REG: u16 = FP;
+    const LINK_REGISTER: bool = true;
 
     fn initial(regs: &Registers, max_avma: u64) -> Self::Regs {
         UnwindRegsAarch64::new_with_ptr_auth_mask(

@@ -25,6 +25,7 @@ impl FramehopArch for X86_64 {
     }
 
     const FP_REG: u16 = BP;
+    const LINK_REGISTER: bool = false;
 
     fn initial(regs: &Registers, _max_avma: u64) -> Self::Regs {
         UnwindRegsX86_64::new(regs.pc, regs.sp, regs.fp)

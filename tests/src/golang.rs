@@ -1,0 +1,94 @@
+//! Go programs built by Debian's Go toolchain (`golang-go`, installed by
+//! `tests/browser/setup.sh` for `go tool pprof`), and the ground truth of
+//! `tests/programs/go_split.go` (issue 24: Go stacks), shared by the native test and the
+//! AArch64 board's.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::run_ok;
+
+/// Builds the Go source `src` into `out` for `goarch` (`amd64`, `arm64`), statically (no cgo),
+/// as `go build` does by default for a program without cgo, with `-trimpath` so the binary
+/// does not depend on where the source lies.
+pub fn go_build(src: &Path, out: &Path, goarch: &str) {
+    run_ok(
+        Command::new("go")
+            .args(["build", "-trimpath", "-o"])
+            .arg(out)
+            .arg(src)
+            .env("GOARCH", goarch)
+            .env("CGO_ENABLED", "0")
+            // Module mode needs no go.mod for a single file; keep the user's GOFLAGS out.
+            .env_remove("GOFLAGS"),
+    );
+}
+
+/// The chains of `go_split.go`, root first, each ending in `main.hotA` or `main.hotB`: from
+/// the main goroutine and from the goroutine `go worker(...)` starts (Go 1.19 wraps a `go`
+/// statement with arguments in a closure, `main.main.func1`).
+const CHAINS: [&[&str]; 2] = [
+    &["runtime.goexit", "runtime.main", "main.main", "main.work"],
+    &[
+        "runtime.goexit",
+        "main.main.func1",
+        "main.worker",
+        "main.work",
+    ],
+];
+
+/// Asserts the ground truth of `go_split.go` on folded stacks (root first, the module name
+/// first when the exporter puts it there): at least 98% of the samples whose stack holds
+/// `main.hotA` or `main.hotB` have exactly one of the known chains above it (kernel frames
+/// below the leaf allowed); hotA's share of the two is 3/4 (70-80%); the two goroutines
+/// share the work equally (40-60%). Returns (samples on the known chains, samples in the
+/// two leaves).
+pub fn assert_go_split_ground_truth(stacks: &[(Vec<String>, u64)]) -> (u64, u64) {
+    let mut known: HashMap<(usize, &str), u64> = HashMap::new();
+    let (mut user, mut on_chains) = (0u64, 0u64);
+    let mut odd = Vec::new();
+    for (frames, n) in stacks {
+        let Some(leaf_at) = frames
+            .iter()
+            .position(|f| f == "main.hotA" || f == "main.hotB")
+        else {
+            continue;
+        };
+        user += n;
+        let own: Vec<&str> = frames[..leaf_at]
+            .iter()
+            .map(String::as_str)
+            .skip_while(|f| *f != "runtime.goexit")
+            .collect();
+        match CHAINS.iter().position(|c| own == *c) {
+            Some(i) => {
+                on_chains += n;
+                *known.entry((i, frames[leaf_at].as_str())).or_default() += n;
+            }
+            None => odd.push((frames.join(";"), *n)),
+        }
+    }
+    assert!(user > 0, "no sample in main.hotA or main.hotB: {stacks:#?}");
+    assert!(
+        on_chains * 100 >= user * 98,
+        "{on_chains} of {user} samples on the known chains; the others: {odd:#?}"
+    );
+    let get = |i, leaf| known.get(&(i, leaf)).copied().unwrap_or(0);
+    let (a, b) = (
+        get(0, "main.hotA") + get(1, "main.hotA"),
+        get(0, "main.hotB") + get(1, "main.hotB"),
+    );
+    let share = crate::share(a, b);
+    assert!(
+        (70.0..=80.0).contains(&share),
+        "main.hotA's share {share:.1}% of the 3:1 loops: {known:?}"
+    );
+    let main_goroutine = get(0, "main.hotA") + get(0, "main.hotB");
+    let share = crate::share(main_goroutine, on_chains - main_goroutine);
+    assert!(
+        (40.0..=60.0).contains(&share),
+        "the main goroutine's share {share:.1}% of the equal phases: {known:?}"
+    );
+    (on_chains, user)
+}

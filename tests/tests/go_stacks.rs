@@ -1,0 +1,176 @@
+//! Issue 24: Go stacks. `go_split.go`, built by Debian's Go toolchain and stripped as Go
+//! programs ship (no `.symtab`, no DWARF, and Go code never has `.eh_frame`), recorded with
+//! `rec`'s defaults: every stack is unwound with Go's own function table (`.gopclntab`, which
+//! stripping keeps) to Go's outermost frame, named as Go names functions, with the exact
+//! chains and the 3:1 split the program makes. perf on the same program in the same test is
+//! the reference: its `--call-graph dwarf` finds no table for Go code, and its frame-pointer
+//! chains skip the caller of every frameless leaf.
+
+use std::process::Command;
+
+use crossprof_tests::boards::{boot, Board, Sysroot};
+use crossprof_tests::golang::assert_go_split_ground_truth;
+use crossprof_tests::perf::{self, PerfSample};
+use crossprof_tests::*;
+use serde_json::Value;
+
+/// Rounds of `go_split` per phase: about a second of CPU each on the machines here.
+const ROUNDS: &str = "350";
+
+/// Asserts what `report --json` says of a `go_split` recording: the samples, at least 95% of
+/// them complete (the runtime's own start-up and stack growth included) and no frame outside
+/// a mapping, and the leaves named with their file and line. Returns the samples.
+fn assert_report(r: &Value) -> u64 {
+    let samples = r["cpu"]["samples"].as_u64().expect("samples");
+    let u = &r["cpu"]["stack_unwinding"];
+    let complete = u["complete"].as_u64().expect("complete");
+    assert!(
+        complete * 100 >= samples * 95,
+        "{complete} of {samples} complete: {u:#}"
+    );
+    // No frame outside every mapping is ever shown (stacks cut there lose it: a sample
+    // inside execve still holds rec's registers).
+    let functions = r["cpu"]["functions"].as_array().expect("functions");
+    let outside: Vec<&Value> = functions
+        .iter()
+        .filter(|f| f["module"] == "[unknown]")
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "frames outside every mapping: {outside:?}"
+    );
+    // Nothing in the loops switches stacks; the runtime's own work does (growing the new
+    // goroutine's stack, starting threads), a larger part of a short run on the slower
+    // emulated board.
+    let switches = u["go_stack_switches"].as_u64().expect("go_stack_switches");
+    assert!(
+        switches * 100 <= samples * 10,
+        "{switches} stack switches: {u:#}"
+    );
+    for (name, line) in [("main.hotA", 25), ("main.hotB", 33)] {
+        let f = functions
+            .iter()
+            .find(|f| f["function"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {functions:#?}"));
+        assert!(
+            f["file"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("go_split.go")),
+            "{f}"
+        );
+        // The loop's line (the hottest instruction is the loop's compare or its body).
+        let l = f["line"].as_u64().expect("line");
+        assert!((line - 1..=line).contains(&l), "{name} at line {l}: {f}");
+    }
+    samples
+}
+
+/// (samples in the two leaves, those whose chain reaches `runtime.goexit`) of a perf run.
+fn perf_complete(samples: &[PerfSample]) -> (u64, u64) {
+    let leaf = |s: &&PerfSample| s.frames.iter().any(|f| f.name.starts_with("main.hot"));
+    let user = samples.iter().filter(leaf).count() as u64;
+    let complete = samples
+        .iter()
+        .filter(leaf)
+        .filter(|s| {
+            s.frames
+                .iter()
+                .any(|f| f.name.starts_with("runtime.goexit"))
+        })
+        .count() as u64;
+    (user, complete)
+}
+
+#[test]
+fn stripped_go_unwinds_with_its_own_table_to_goexit() {
+    let p = build("go_split.go", "go-split", &[]);
+    // As distributed: the stripped program is all the sysroot has.
+    let bare = scratch().join("go-split").join("sysroot-stripped");
+    let at = bare.join(p.board.strip_prefix("/").expect("absolute"));
+    std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
+    std::fs::copy(&p.board, &at).expect("copy");
+
+    let recording = scratch().join("go-split.zst");
+    record(&recording, &[], &[p.board.to_str().expect("utf-8"), ROUNDS]);
+    let header = crossprof_format::Reader::new(&std::fs::read(&recording).expect("read"))
+        .expect("a recording")
+        .header()
+        .call_graph
+        .clone();
+    assert!(header.starts_with("dwarf="), "rec's default is {header}");
+
+    let stripped = report_json(&recording, Some(&bare));
+    let samples = assert_report(&stripped);
+    let (known, user) = assert_go_split_ground_truth(&folded_stacks(&recording, &bare));
+    // With the unstripped program (DWARF) the same stacks and names.
+    assert_report(&report_json(&recording, Some(&p.sysroot)));
+    assert_go_split_ground_truth(&folded_stacks(&recording, &p.sysroot));
+
+    // perf on the same program, reading names and tables from the unstripped copy in the
+    // sysroot (no build-id cache, so that `perf script --symfs` reads the sysroot).
+    let mut perf_lines = Vec::new();
+    for call_graph in ["dwarf", "fp"] {
+        let data = scratch().join(format!("go-split.{call_graph}.perf.data"));
+        run_ok(
+            Command::new("perf")
+                .args(["record", "-q", "--no-buildid", "-F", "999"])
+                .args(["--call-graph", call_graph, "-o"])
+                .arg(&data)
+                .arg("--")
+                .arg(&p.board)
+                .arg(ROUNDS),
+        );
+        let (perf_user, perf_done) = perf_complete(&perf::script(&data, &p.sysroot));
+        assert!(
+            perf_user > 0,
+            "perf --call-graph {call_graph}: no sample in the leaves"
+        );
+        perf_lines.push(format!(
+            "perf --call-graph {call_graph}: {perf_done} of {perf_user} reach runtime.goexit"
+        ));
+        assert!(
+            known * perf_user >= perf_done * user,
+            "crossprof completes {known} of {user}, fewer than perf {call_graph}'s {perf_done} of {perf_user}"
+        );
+    }
+    eprintln!(
+        "go_split: crossprof {known} of {user} leaf samples on the known chains ({samples} samples); {}",
+        perf_lines.join("; ")
+    );
+}
+
+/// The same on the emulated AArch64 board: Go's ARM64 frames keep the return address at the
+/// bottom of the frame and a sampled leaf's in the link register.
+#[test]
+fn aarch64_board_unwinds_stripped_go_to_goexit() {
+    let board = Board::Aarch64;
+    let tag = "board_aarch64_go";
+    let sysroot = Sysroot::new(board, tag);
+    let p = sysroot.build_go(board, "go_split.go", "go_split");
+    // As distributed: the sysroot holds the stripped program.
+    std::fs::copy(&p.stripped, &p.unstripped).expect("copy");
+    let files = vec![(
+        p.guest.clone(),
+        std::fs::read(&p.stripped).expect("read"),
+        0o755,
+    )];
+    let job: Vec<String> = ["/rec", "--out", "/out/go.zst", "--", &p.guest, "40"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let run = boot(board, tag, files, &[job]);
+    assert_eq!(
+        run.statuses,
+        vec![0],
+        "rec failed on the board: {}\n{}",
+        String::from_utf8_lossy(run.file("job0.log")),
+        run.console
+    );
+    let out = scratch().join(tag).join("go.zst");
+    std::fs::write(&out, run.file("go.zst")).expect("save");
+    let r = report_json(&out, Some(&sysroot.dir));
+    let samples = assert_report(&r);
+    assert!(samples >= 150, "{samples} samples");
+    let (known, user) = assert_go_split_ground_truth(&folded_stacks(&out, &sysroot.dir));
+    eprintln!("{tag}: {known} of {user} leaf samples on the known chains ({samples} samples)");
+}
