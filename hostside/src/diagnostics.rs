@@ -93,6 +93,8 @@ pub enum Kind {
     /// Stacks that end where Go's runtime switched to the thread's system stack, so the
     /// goroutine's frames are not in the sample (count: samples).
     GoStackSwitch,
+    /// Frames found by scanning the stack for a return address (count: frames).
+    UnwindStackScanned,
     /// Allocations whose stack reached the interposer's frame limit, so its outer end is
     /// missing (count: allocations).
     HeapStackCutShort,
@@ -136,6 +138,7 @@ impl Kind {
             Kind::CfiEntriesSkipped => "cfi-entries-skipped",
             Kind::UnwindWithoutTables => "unwind-without-tables",
             Kind::GoStackSwitch => "go-stack-switch",
+            Kind::UnwindStackScanned => "unwind-stack-scanned",
             Kind::HeapStackCutShort => "heap-stack-cut-short",
             Kind::HeapStackUnknown => "heap-stack-unknown",
             Kind::HeapUnknownFrees => "heap-unknown-frees",
@@ -306,6 +309,15 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
          unwound by the return address at the stack pointer or link register (a sampled leaf) \
          or by the frame pointer, each landing in code and moving up the stack: right where \
          that code keeps the frame pointer, as SIMD assembly usually does"
+            .into(),
+    );
+    add(
+        Kind::UnwindStackScanned,
+        src.unwind.scanned_frames,
+        "frames in code without unwind tables or a frame pointer (SIMD assembly that uses the \
+         frame pointer register for data, generated code) were found by scanning the stack for \
+         the first word that follows a call instruction, as Breakpad does: a heuristic that a \
+         saved register or stale data may rarely fool"
             .into(),
     );
     add(

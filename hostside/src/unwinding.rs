@@ -48,6 +48,12 @@ pub struct UnwindStats {
     /// the goroutine's frames above the switch lie on its own stack, which the sample did not
     /// copy; Go's own profiler ends these stacks there too.
     pub go_stack_switches: u64,
+    /// Frames found by stack scanning, a heuristic and the last fallback in code no table
+    /// covers (x86_64): the first word up the stack that follows a call instruction in a
+    /// module's code, where neither the return-address nor the frame-pointer rule held
+    /// (SIMD assembly that uses the frame pointer register for data, generated code that
+    /// pushes registers without a frame).
+    pub scanned_frames: u64,
     /// Modules whose unwind sections could not be read (an unreadable file, a damaged ELF):
     /// stacks are cut short in them.
     pub sections_failed: u64,
@@ -291,6 +297,7 @@ impl<A: Architecture> ArchSpaces for Spaces<A> {
         stats.jit_frame_pointer_frames += space.take_jit_frames();
         stats.untabled_frames += space.take_untabled_frames();
         stats.go_stack_switches += space.take_go_switches();
+        stats.scanned_frames += space.take_scanned_frames();
         stats.count(outcome);
         out
     }

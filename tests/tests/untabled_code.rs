@@ -2,6 +2,8 @@
 //! as libjpeg-turbo's SIMD routines and most hand-written assembly have none: stacks through
 //! them complete by the return-address rule (the sampled leaf) and the frame-pointer rule,
 //! each step counted, with the exact call chains the program makes and its exact 50/50 split.
+//! `asm_scan.c`'s assembly keeps neither (registers pushed, `%rbp` holding data, and reached
+//! through a tail jump as well): its stacks complete by stack scanning, counted apart.
 //! perf, on the same binary in the same test, is the reference: its `--call-graph dwarf`
 //! stops at the first frame without CFI.
 
@@ -89,5 +91,60 @@ fn assembly_without_cfi_unwinds_by_return_address_and_frame_pointer() {
     assert!(
         known * perf_samples as u64 >= perf_complete as u64 * user,
         "crossprof completes fewer than perf"
+    );
+}
+
+/// `asm_scan.c` (x86_64): only stack scanning finds the caller of `spin_pushed`; every sample
+/// there has one of its two exact chains (the tail-jumping `spin_tail` leaves no frame), the
+/// two share the CPU 50/50, and each scanned frame is counted.
+#[test]
+fn assembly_without_frame_pointer_unwinds_by_stack_scanning() {
+    let p = build("asm_scan.c", "asm-scan", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    add_host_debug_files(&p.sysroot);
+    let recording = scratch().join("asm-scan.zst");
+    record(&recording, &[], &[p.board.to_str().unwrap(), "60"]);
+    let r = report_json(&recording, Some(&p.sysroot));
+    let u = &r["cpu"]["stack_unwinding"];
+    let scanned = u["scanned_frames"].as_u64().unwrap();
+    let mut chains: std::collections::HashMap<String, u64> = Default::default();
+    for (frames, n) in folded_stacks(&recording, &p.sysroot) {
+        if let Some(leaf) = frames.iter().position(|f| f == "spin_pushed") {
+            let own: Vec<&str> = frames[..=leaf]
+                .iter()
+                .map(String::as_str)
+                .skip_while(|f| *f != "main")
+                .collect();
+            *chains.entry(own.join(";")).or_default() += n;
+        }
+    }
+    let user: u64 = chains.values().sum();
+    let direct = chains
+        .get("main;run_direct;spin_pushed")
+        .copied()
+        .unwrap_or(0);
+    let tail = chains
+        .get("main;run_tail;spin_pushed")
+        .copied()
+        .unwrap_or(0);
+    assert!(user >= 200, "{user} samples in spin_pushed: {chains:#?}");
+    assert!(
+        (direct + tail) * 100 >= user * 98,
+        "{direct} + {tail} of {user} on the known chains: {chains:#?}"
+    );
+    let share = share(direct, tail);
+    assert!(
+        (42.0..=58.0).contains(&share),
+        "run_direct's share {share:.1}%: {chains:#?}"
+    );
+    assert!(scanned >= direct + tail, "{scanned} scanned frames: {u:#}");
+    assert!(
+        r["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "unwind-stack-scanned" && d["count"] == scanned),
+        "{:#}",
+        r["diagnostics"]
     );
 }

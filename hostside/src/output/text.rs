@@ -169,6 +169,13 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
             u.untabled_frames
         )?;
     }
+    if u.scanned_frames > 0 {
+        writeln!(
+            out,
+            "            {:>7} frames found by scanning the stack for a return address (code without tables or frame pointer)",
+            u.scanned_frames
+        )?;
+    }
     if u.go_stack_switches > 0 {
         writeln!(
             out,

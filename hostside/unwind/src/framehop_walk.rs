@@ -3,6 +3,7 @@
 //! be trusted.
 
 use std::ops::Range;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
@@ -172,11 +173,20 @@ impl<A: Architecture> AddressSpace<A> {
     }
 }
 
+/// How a step in code without tables found the caller.
+enum Fallback {
+    /// The return-address or frame-pointer rule.
+    Rule(u64),
+    /// Stack scanning (see [`crate::scan`]).
+    Scanned(u64),
+}
+
 /// One step in code no table covers (see [`Plan::WithoutTables`]), as framehop and samply
 /// fall back: a sampled leaf may not have pushed anything yet, so its caller is tried first
 /// by the return-address rule (the word at the stack pointer on x86_64, the link register
 /// on AArch64), then by the frame-pointer rule, which hand-written SIMD code and most
-/// generated code keep. A step counts only if its return address lies in executable code
+/// generated code keep, and last by scanning the stack for a return address after a call
+/// instruction. A rule's step counts only if its return address lies in executable code
 /// and the stack pointer moved up (or, for the leaf's link register, stayed); `None` leaves
 /// the registers as they were.
 fn step_without_tables<A: FramehopArch>(
@@ -185,21 +195,21 @@ fn step_without_tables<A: FramehopArch>(
     pc: u64,
     state: &mut A::Regs,
     copy: &StackCopy<'_>,
-) -> Option<u64> {
+) -> Option<Fallback> {
     let before = *state;
     let sp = A::sp(&before);
     let lands = |ra: u64| ra != pc && space.is_mapped(ra.wrapping_sub(1));
     if first {
         match A::plt_return(state, copy) {
-            Ok(Some(ra)) if lands(ra) && A::sp(state) >= sp => return Some(ra),
+            Ok(Some(ra)) if lands(ra) && A::sp(state) >= sp => return Some(Fallback::Rule(ra)),
             _ => *state = before,
         }
     }
     match step_frame_pointer::<A>(state, pc, copy) {
-        Ok(Some(ra)) if lands(ra) && A::sp(state) > sp => Some(ra),
+        Ok(Some(ra)) if lands(ra) && A::sp(state) > sp => Some(Fallback::Rule(ra)),
         _ => {
             *state = before;
-            None
+            crate::scan::scan(space, pc, state, copy).map(Fallback::Scanned)
         }
     }
 }
@@ -347,17 +357,33 @@ pub(crate) fn unwind<A: FramehopArch>(
             Plan::Outermost => return Outcome::Complete,
             Plan::PltReturn => A::plt_return(&mut state, &copy),
             Plan::FramePointer => {
-                space
-                    .jit_frames
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                step_frame_pointer::<A>(&mut state, pc, &copy)
+                let before = state;
+                match step_frame_pointer::<A>(&mut state, pc, &copy) {
+                    Ok(Some(ra)) => {
+                        space.jit_frames.fetch_add(1, Relaxed);
+                        Ok(Some(ra))
+                    }
+                    // Generated code without a frame pointer (a leaf that pushed registers).
+                    failed => {
+                        state = before;
+                        match crate::scan::scan(space, pc, &mut state, &copy) {
+                            Some(ra) => {
+                                space.scanned_frames.fetch_add(1, Relaxed);
+                                Ok(Some(ra))
+                            }
+                            None => failed,
+                        }
+                    }
+                }
             }
             Plan::WithoutTables(why) => {
                 match step_without_tables::<A>(space, first, pc, &mut state, &copy) {
-                    Some(ra) => {
-                        space
-                            .untabled_frames
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    Some(Fallback::Rule(ra)) => {
+                        space.untabled_frames.fetch_add(1, Relaxed);
+                        Ok(Some(ra))
+                    }
+                    Some(Fallback::Scanned(ra)) => {
+                        space.scanned_frames.fetch_add(1, Relaxed);
                         Ok(Some(ra))
                     }
                     None => Err(why),
@@ -376,9 +402,7 @@ pub(crate) fn unwind<A: FramehopArch>(
                     Ok(GoStep::Caller(ra)) => Ok(Some(ra)),
                     Ok(GoStep::Top) => Ok(None),
                     Ok(GoStep::Switch) => {
-                        space
-                            .go_switches
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        space.go_switches.fetch_add(1, Relaxed);
                         Ok(None)
                     }
                     Err(why) => Err(why),

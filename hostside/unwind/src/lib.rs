@@ -46,6 +46,7 @@ mod framehop_walk;
 mod go_walk;
 mod outcome;
 mod regs;
+mod scan;
 mod sections;
 mod space;
 mod stack;

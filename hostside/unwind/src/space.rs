@@ -51,6 +51,8 @@ pub struct AddressSpace<A: Architecture> {
     /// Stacks that ended at a Go stack switch since the last
     /// [`AddressSpace::take_go_switches`].
     pub(crate) go_switches: AtomicU64,
+    /// Frames found by stack scanning since the last [`AddressSpace::take_scanned_frames`].
+    pub(crate) scanned_frames: AtomicU64,
 }
 
 impl<A: Architecture> AddressSpace<A> {
@@ -67,6 +69,7 @@ impl<A: Architecture> AddressSpace<A> {
             prologue_frames: AtomicU64::new(0),
             untabled_frames: AtomicU64::new(0),
             go_switches: AtomicU64::new(0),
+            scanned_frames: AtomicU64::new(0),
         }
     }
 
@@ -137,6 +140,23 @@ impl<A: Architecture> AddressSpace<A> {
             .iter()
             .find(|t| data.get(off..off.saturating_add(t.code.len())) == Some(t.code))
             .map(|t| t.frame)
+    }
+
+    /// The up to `len` code bytes that end right before `avma` in its module's executable
+    /// segment (fewer at the segment's start); `None` outside every module.
+    pub(crate) fn code_before(&self, avma: u64, len: u64) -> Option<&[u8]> {
+        let (bias, s) = self.module_at(avma)?;
+        let (svma, data) = (s.text_segment_svma.as_ref()?, s.text_segment.as_ref()?);
+        let end = avma.wrapping_sub(bias).checked_sub(svma.start)?;
+        let start = end.saturating_sub(len);
+        data.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+    }
+
+    /// How many frames were found by stack scanning since the last call: the first word up
+    /// the stack that follows a call instruction, where neither a table nor the frame pointer
+    /// could say (see the `scan` module). A heuristic, so reports show the count.
+    pub fn take_scanned_frames(&self) -> u64 {
+        self.scanned_frames.swap(0, Ordering::Relaxed)
     }
 
     /// The module mapped at `avma`: its load bias and unwind sections.
