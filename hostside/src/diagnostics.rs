@@ -95,6 +95,9 @@ pub enum Kind {
     GoStackSwitch,
     /// Frames found by scanning the stack for a return address (count: frames).
     UnwindStackScanned,
+    /// Stacks the copy cut short, completed from the same thread's complete stack (count:
+    /// samples).
+    UnwindJoined,
     /// Allocations whose stack reached the interposer's frame limit, so its outer end is
     /// missing (count: allocations).
     HeapStackCutShort,
@@ -139,6 +142,7 @@ impl Kind {
             Kind::UnwindWithoutTables => "unwind-without-tables",
             Kind::GoStackSwitch => "go-stack-switch",
             Kind::UnwindStackScanned => "unwind-stack-scanned",
+            Kind::UnwindJoined => "unwind-joined",
             Kind::HeapStackCutShort => "heap-stack-cut-short",
             Kind::HeapStackUnknown => "heap-stack-unknown",
             Kind::HeapUnknownFrees => "heap-unknown-frees",
@@ -318,6 +322,15 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
          frame pointer register for data, generated code) were found by scanning the stack for \
          the first word that follows a call instruction, as Breakpad does: a heuristic that a \
          saved register or stale data may rarely fool"
+            .into(),
+    );
+    add(
+        Kind::UnwindJoined,
+        src.unwind.joined_stacks,
+        "stacks the stack copy cut short were completed from a complete stack of the same \
+         thread that holds the same two outermost frames at the same stack addresses (as \
+         simpleperf joins call chains); recording with a larger --call-graph dwarf=SIZE makes \
+         them whole without this"
             .into(),
     );
     add(

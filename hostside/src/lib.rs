@@ -21,4 +21,5 @@ pub mod recording;
 pub mod remote;
 pub mod resolve;
 pub mod segments;
+pub mod stack_join;
 pub mod unwinding;

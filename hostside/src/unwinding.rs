@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::processes::{ModuleIdx, Processes, SpaceKey};
 use crate::resolve::Resolver;
+use crate::stack_join::Joiner;
 
 /// How the stack-copy samples unwound; shown in reports so a weak stack is never silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -54,6 +55,10 @@ pub struct UnwindStats {
     /// (SIMD assembly that uses the frame pointer register for data, generated code that
     /// pushes registers without a frame).
     pub scanned_frames: u64,
+    /// Samples whose chain the stack copy cut short, completed from a complete chain of the
+    /// same thread through the same two frames at the same stack addresses (see
+    /// [`crate::stack_join`]); counted in `complete`, not in `truncated_by`.
+    pub joined_stacks: u64,
     /// Modules whose unwind sections could not be read (an unreadable file, a damaged ELF):
     /// stacks are cut short in them.
     pub sections_failed: u64,
@@ -256,6 +261,7 @@ fn is_generated_code(path: &str) -> bool {
 struct Spaces<A: Architecture> {
     big_endian: bool,
     spaces: HashMap<SpaceKey, AddressSpace<A>>,
+    joiner: Joiner,
 }
 
 /// What [`StackUnwinder`] asks of its architecture's [`Spaces`], once per sample.
@@ -292,7 +298,19 @@ impl<A: Architecture> ArchSpaces for Spaces<A> {
             .entry(key)
             .or_insert_with(|| modules.build_space::<A>(key, big_endian));
         let mut out = Vec::new();
-        let outcome = space.unwind(regs, &s.stack, &mut out);
+        let mut outcome = space.unwind(regs, &s.stack, &mut out);
+        match outcome {
+            Outcome::Complete => self.joiner.remember(key, s.tid, &out, space.frame_sps()),
+            Outcome::CutShort(CutShort::StackCopyEnded) => {
+                let mut sps = space.frame_sps().to_vec();
+                if self.joiner.join(key, s.tid, &mut out, &mut sps) {
+                    stats.joined_stacks += 1;
+                    outcome = Outcome::Complete;
+                    self.joiner.remember(key, s.tid, &out, &sps);
+                }
+            }
+            Outcome::CutShort(_) => {}
+        }
         stats.prologue_frames += space.take_prologue_frames();
         stats.jit_frame_pointer_frames += space.take_jit_frames();
         stats.untabled_frames += space.take_untabled_frames();
@@ -324,6 +342,7 @@ impl<'a> StackUnwinder<'a> {
             Box::new(Spaces::<A> {
                 big_endian,
                 spaces: HashMap::new(),
+                joiner: Joiner::default(),
             })
         }
         let spaces = match arch {

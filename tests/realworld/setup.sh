@@ -4,6 +4,8 @@
 # amalgamation, the linkers lld and mold, perf (the reference the suite compares with), and
 # the cross compilers of the ARM builds, and the C library's detached debug info (libc6-dbg)
 # so that its frames have names in both hostside's and perf's reports.
+# With "all", also GStreamer (the tools, base and good plugins), whose pipelines the suite
+# profiles as Debian ships them (tests/tests/realworld_media.rs).
 #
 #   tests/realworld/setup.sh [ARCH [LINKER]]    # ARCH x86_64|aarch64|armv7, LINKER bfd|lld|mold|rust
 #   tests/realworld/setup.sh all                # everything the corpus can use
@@ -21,7 +23,8 @@ pkgs=(dpkg-dev make tcl gcc g++ binutils linux-perf libc6-dbg)
 case "$arch" in
     aarch64) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
     armv7) pkgs+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross) ;;
-    all) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross lld mold) ;;
+    all) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross lld mold
+              gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good) ;;
 esac
 case "$linker" in
     lld) pkgs+=(lld) ;;

@@ -14,6 +14,7 @@ pub mod golang;
 pub mod heap_parity;
 pub mod heaptrack;
 pub mod perf;
+pub mod perf_compare;
 pub mod phases;
 pub mod realworld;
 pub mod untabled;

@@ -334,11 +334,11 @@ pub struct PerfProfile {
 /// system call wrapper a thread starts in.
 pub const ENTRIES: &[&str] = &["_start", "clone3", "clone", "__clone", "__clone3"];
 
-/// Summarises `samples` of the threads whose command is `comm` (perf also records the
+/// Summarises `samples` of the threads whose command `keep` accepts (perf also records the
 /// profiler's own child before its exec).
-pub fn profile(samples: &[PerfSample], comm: &str) -> PerfProfile {
+pub fn profile(samples: &[PerfSample], keep: impl Fn(&str) -> bool) -> PerfProfile {
     let mut p = PerfProfile::default();
-    for s in samples.iter().filter(|s| s.comm == comm) {
+    for s in samples.iter().filter(|s| keep(&s.comm)) {
         p.samples += 1;
         if let Some(leaf) = s.frames.first() {
             *p.self_samples.entry(normalize(&leaf.name)).or_default() += 1;
@@ -384,10 +384,10 @@ mod tests {
         );
         assert_eq!(s[0].frames[2].name, "[unknown]");
         assert_eq!(s[1].frames[0].name, "clone3");
-        let p = profile(&s, "lua");
+        let p = profile(&s, |c| c == "lua");
         assert_eq!((p.samples, p.reach_entry), (1, 0));
         assert!(p.inlined.contains("freehash"));
-        assert_eq!(profile(&s, "rg").reach_entry, 1);
+        assert_eq!(profile(&s, |c| c == "rg").reach_entry, 1);
     }
 
     #[test]

@@ -101,6 +101,69 @@ impl RealProgram {
     }
 }
 
+/// The programs of the corpus used as Debian ships them, not built here (variant `debian`):
+/// stripped, with no debug packages, so the sysroot is this machine's root. A media pipeline
+/// encoding video to JPEG (libjpeg-turbo's SIMD assembly without CFI, ORC code generated into
+/// a deleted file) and one encoding audio to Vorbis (streaming threads with large stack
+/// frames), through GStreamer's `gst-launch-1.0` (`tests/realworld/setup.sh` installs it).
+pub const INSTALLED: &[&str] = &["gst-jpeg", "gst-vorbis"];
+
+/// One of [`INSTALLED`], with its workload. Panics, naming the setup command, when the
+/// packages are missing.
+pub fn installed(program: &str) -> RealProgram {
+    let board = PathBuf::from("/usr/bin/gst-launch-1.0");
+    assert!(
+        board.exists(),
+        "{} is missing: run scripts/test-setup.sh (tests/realworld/setup.sh installs GStreamer)",
+        board.display()
+    );
+    let pipeline: &[&str] = match program {
+        "gst-jpeg" => &[
+            "videotestsrc num-buffers=300 pattern=snow",
+            "video/x-raw,width=1280,height=720",
+            "jpegenc",
+            "fakesink",
+        ],
+        "gst-vorbis" => &[
+            "audiotestsrc num-buffers=12000 wave=pink-noise",
+            "audioconvert",
+            "vorbisenc quality=0.9",
+            "oggmux",
+            "fakesink",
+        ],
+        other => panic!("no installed program {other} (have {INSTALLED:?})"),
+    };
+    let mut args = vec!["-q".to_string()];
+    for (i, element) in pipeline.iter().enumerate() {
+        if i > 0 {
+            args.push("!".into());
+        }
+        args.extend(element.split(' ').map(str::to_string));
+    }
+    let version = Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", "gstreamer1.0-tools"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let workdir = crate::scratch().join(program);
+    std::fs::create_dir_all(&workdir).expect("mkdir");
+    RealProgram {
+        program: program.into(),
+        variant: "debian".into(),
+        arch: "x86_64".into(),
+        version,
+        guest: board.to_string_lossy().into_owned(),
+        unstripped: board.clone(),
+        board,
+        sysroot: PathBuf::from("/"),
+        workdir,
+        args,
+        board_args: Vec::new(),
+        board_inputs: Vec::new(),
+        libs: Vec::new(),
+    }
+}
+
 /// Builds (or finds cached) `program` in `variant` with `tests/realworld/build.sh` and reads
 /// its manifest. Panics with the script's message when the build fails (a missing tool, no
 /// network for a first fetch).

@@ -169,6 +169,13 @@ fn unwinding(out: &mut dyn Write, u: &UnwindStats) -> io::Result<()> {
             u.untabled_frames
         )?;
     }
+    if u.joined_stacks > 0 {
+        writeln!(
+            out,
+            "            {:>7} of them joined to the same thread's complete stack (the copy ended; same frames at the same stack addresses)",
+            u.joined_stacks
+        )?;
+    }
     if u.scanned_frames > 0 {
         writeln!(
             out,

@@ -42,7 +42,7 @@ fn signal_return(
 
 /// DWARF CFI unwinding with gimli over one sample.
 pub(crate) fn unwind<A: Architecture>(
-    space: &AddressSpace<A>,
+    space: &mut AddressSpace<A>,
     regs: Registers,
     stack: &[u8],
     out: &mut Vec<u64>,
@@ -67,6 +67,7 @@ pub(crate) fn unwind<A: Architecture>(
     let mut pc = regs.pc;
     let start = out.len();
     out.push(pc);
+    space.frame_sps.push(regs.sp);
     let mut first = true;
     loop {
         if out.len() - start >= MAX_FRAMES {
@@ -88,6 +89,7 @@ pub(crate) fn unwind<A: Architecture>(
                     // The interrupted code is unwound like a sampled leaf, not a caller.
                     pc = interrupted;
                     out.push(pc);
+                    space.frame_sps.push(r[usize::from(sp_reg)].unwrap_or(0));
                     first = true;
                     continue;
                 }
@@ -143,6 +145,7 @@ pub(crate) fn unwind<A: Architecture>(
         }
         pc = ra;
         out.push(ra);
+        space.frame_sps.push(caller.cfa);
     }
 }
 

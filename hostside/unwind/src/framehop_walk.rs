@@ -332,6 +332,7 @@ pub(crate) fn unwind<A: FramehopArch>(
     let mut state = A::initial(&regs, space.max_avma);
     let start = out.len();
     out.push(regs.pc);
+    space.frame_sps.push(regs.sp);
     let mut address = FrameAddress::from_instruction_pointer(regs.pc);
     loop {
         if out.len() - start >= MAX_FRAMES {
@@ -341,6 +342,7 @@ pub(crate) fn unwind<A: FramehopArch>(
             match signal_frame(space, ra.get(), &mut state, &copy) {
                 Some(Ok(pc)) => {
                     out.push(pc);
+                    space.frame_sps.push(A::sp(&state));
                     // The interrupted code is unwound like a sampled leaf, not a caller.
                     address = FrameAddress::from_instruction_pointer(pc);
                     continue;
@@ -429,6 +431,7 @@ pub(crate) fn unwind<A: FramehopArch>(
                     return Outcome::CutShort(CutShort::OutsideMappings);
                 }
                 out.push(ra);
+                space.frame_sps.push(A::sp(&state));
                 match FrameAddress::from_return_address(ra) {
                     Some(a) => address = a,
                     None => return Outcome::Complete,

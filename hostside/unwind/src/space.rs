@@ -53,6 +53,8 @@ pub struct AddressSpace<A: Architecture> {
     pub(crate) go_switches: AtomicU64,
     /// Frames found by stack scanning since the last [`AddressSpace::take_scanned_frames`].
     pub(crate) scanned_frames: AtomicU64,
+    /// The stack pointer of each frame of the last unwind, parallel to its addresses.
+    pub(crate) frame_sps: Vec<u64>,
 }
 
 impl<A: Architecture> AddressSpace<A> {
@@ -70,6 +72,7 @@ impl<A: Architecture> AddressSpace<A> {
             untabled_frames: AtomicU64::new(0),
             go_switches: AtomicU64::new(0),
             scanned_frames: AtomicU64::new(0),
+            frame_sps: Vec::new(),
         }
     }
 
@@ -198,10 +201,19 @@ impl<A: Architecture> AddressSpace<A> {
         // A sampled instruction outside every executable mapping is no frame either: a sample
         // taken inside execve, after the new image's events are armed and before the kernel
         // has set its first registers, still holds the old image's (`rec`'s own) registers.
+        self.frame_sps.clear();
         if !self.is_mapped(regs.pc) {
             return Outcome::CutShort(CutShort::OutsideMappings);
         }
         A::unwind(self, regs, stack, out)
+    }
+
+    /// The stack pointer of each frame the last [`AddressSpace::unwind`] appended, in the
+    /// same order (the sampled one's, then each caller's on entering it, which is the stack
+    /// address just above the callee's frame): with the return address, it names one
+    /// activation of a function, which is how a chain cut short is joined to a complete one.
+    pub fn frame_sps(&self) -> &[u64] {
+        &self.frame_sps
     }
 }
 
@@ -282,6 +294,7 @@ mod tests {
             let mut out = Vec::new();
             space.unwind(regs, &stack, &mut out);
             assert!(!out.is_empty() && out.len() <= MAX_FRAMES + 1);
+            assert_eq!(space.frame_sps().len(), out.len(), "{:?}", A::ARCH);
         }
     }
 

@@ -38,14 +38,15 @@ Options:
                                        complete only for code built with
                                        -fno-omit-frame-pointer (useless for Thumb-2)
                           dwarf[=SIZE] copy the used top of the user stack (at most SIZE
-                                       bytes, default 24576, max 65528) and the registers
+                                       bytes, default 32768, max 65528) and the registers
                                        with each sample; hostside unwinds them with the
                                        debug sysroot's unwind tables. Full stacks for
                                        ordinary -O2 builds, as Yocto and Buildroot make
-                                       them. The default is three times perf's 8 KiB,
+                                       them. The default is four times perf's 8 KiB,
                                        measured on real programs: a database's VM needs
                                        16 KiB to reach main on x86_64 and 24 KiB on
-                                       AArch64 (8 KiB: none of its stacks do)
+                                       AArch64 (8 KiB: none of its stacks do), a
+                                       GStreamer Vorbis encoder 28 KiB
       --heap            also record every malloc-family call with its stack, through a
                         preloaded library (libcrossprof_heap.so, found next to rec, in
                         ../lib/crossprof/, or at $CROSSPROF_HEAP_LIB); launched,
@@ -124,14 +125,17 @@ impl CallGraph {
     /// The largest stack copy the kernel accepts (`sample_stack_user` must fit in a u16
     /// record size with the rest of the sample, and be a multiple of 8).
     pub const MAX_STACK: u32 = 65528;
-    /// The stack copy `dwarf` takes when no size is given: three times perf's 8 KiB, chosen
+    /// The stack copy `dwarf` takes when no size is given: four times perf's 8 KiB, chosen
     /// by measurement on real programs (bench/RESULTS.md): SQLite's shell needs 16 KiB to
     /// reach its entry on x86_64 (8 KiB: 0% of its stacks, 16 KiB: 99%) and 24 KiB on the
-    /// AArch64 board, whose frames are larger (16 KiB: 94-96%, 24 KiB: 99.4-99.7%). More
-    /// gains little: only Lua's 60-deep pcall recursion, 1-2% of its samples, needs 48 KiB
-    /// (x86_64) to 60 KiB (AArch64). The ring grows with the size (4 MiB per CPU at 24 KiB),
-    /// the file barely does.
-    pub const DEFAULT_STACK: u32 = 24576;
+    /// AArch64 board, whose frames are larger (16 KiB: 94-96%, 24 KiB: 99.4-99.7%); a
+    /// GStreamer Vorbis encoding thread, whose encoder keeps arrays of a block's size on the
+    /// stack, 28 KiB (24 KiB: 88.5%, 28 KiB and 32 KiB: 99.9%). Only Lua's 60-deep pcall
+    /// recursion, 1-2% of its samples, needs 48 KiB (x86_64) to 60 KiB (AArch64); deeper
+    /// chains are joined on the host (hostside's stack_join). The ring grows with the size,
+    /// in powers of two: 32 KiB still fits the 4 MiB per CPU that 24 KiB took; the file
+    /// grows only where stacks are deeper.
+    pub const DEFAULT_STACK: u32 = 32768;
 
     /// The default on every architecture, from measurement (bench/RESULTS.md): stock
     /// Yocto/Buildroot code has no frame pointers, the stack copy costs the board about what an
@@ -441,7 +445,7 @@ mod tests {
         );
         assert_eq!(
             run(&["--call-graph", "dwarf", "./a"]).unwrap().call_graph,
-            CallGraph::Dwarf(24576)
+            CallGraph::Dwarf(CallGraph::DEFAULT_STACK)
         );
         assert_eq!(
             run(&["--call-graph", "dwarf=1001", "./a"])

@@ -526,6 +526,12 @@ mod tests {
         assert_eq!(req(CallGraph::Dwarf(8192)).ring_pages(4096), 256);
         assert_eq!(req(CallGraph::Dwarf(16384)).ring_pages(4096), 512);
         assert_eq!(req(CallGraph::Dwarf(65528)).ring_pages(4096), 2048);
+        // The default copy still fits the 4 MiB that 24 KiB copies took.
+        assert_eq!(req(CallGraph::Dwarf(24576)).ring_pages(4096), 1024);
+        assert_eq!(
+            req(CallGraph::Dwarf(CallGraph::DEFAULT_STACK)).ring_pages(4096),
+            1024
+        );
         // 64 KiB pages (some AArch64 kernels): still a power of two, at least two pages.
         assert_eq!(req(CallGraph::Dwarf(8192)).ring_pages(65536), 16);
         assert_eq!(req(CallGraph::Fp).ring_pages(1 << 20), 2);

@@ -75,7 +75,7 @@ fn signal_return(
 
 /// EHABI unwinding over the stack copy, 32-bit words.
 pub(super) fn unwind(
-    space: &AddressSpace<Arm>,
+    space: &mut AddressSpace<Arm>,
     regs: Registers,
     stack: &[u8],
     out: &mut Vec<u64>,
@@ -87,6 +87,7 @@ pub(super) fn unwind(
     f.r[13] = regs.sp as u32;
     let start = out.len();
     out.push(u64::from(f.r[15] & !1));
+    space.frame_sps.push(u64::from(f.r[13]));
     let mut first = true;
     loop {
         if out.len() - start >= MAX_FRAMES {
@@ -105,6 +106,7 @@ pub(super) fn unwind(
                 return Outcome::CutShort(CutShort::OutsideMappings);
             }
             out.push(interrupted);
+            space.frame_sps.push(u64::from(f.r[13]));
             // The interrupted code is unwound like a sampled leaf, not a caller.
             first = true;
             continue;
@@ -189,6 +191,7 @@ pub(super) fn unwind(
             return Outcome::CutShort(CutShort::OutsideMappings);
         }
         out.push(u64::from(new_pc));
+        space.frame_sps.push(u64::from(f.r[13]));
     }
 }
 

@@ -13,7 +13,7 @@ pub(super) const S0: u16 = 8;
 
 /// Unwinds one sample.
 pub(super) fn unwind(
-    space: &AddressSpace<Riscv64>,
+    space: &mut AddressSpace<Riscv64>,
     regs: Registers,
     stack: &[u8],
     out: &mut Vec<u64>,

@@ -13,7 +13,7 @@ pub(super) const EIP: u16 = 8;
 
 /// Unwinds one sample.
 pub(super) fn unwind(
-    space: &AddressSpace<X86>,
+    space: &mut AddressSpace<X86>,
     regs: Registers,
     stack: &[u8],
     out: &mut Vec<u64>,
