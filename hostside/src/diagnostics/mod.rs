@@ -7,6 +7,9 @@
 //! The pipeline gathers them from the parts that know ([`crate::pipeline::Loaded::context`]);
 //! outputs only print them.
 
+mod heap;
+mod unwind;
+
 use std::collections::BTreeMap;
 
 use crossprof_symbols::MatchKind;
@@ -283,67 +286,9 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
             format!("the vDSO copied from the board did not parse ({e}): its frames are addresses and stacks through it are cut short"),
         );
     }
-    add(
-        Kind::UnwindNoRegisters,
-        src.unwind.no_registers,
-        "stack-copy samples carried no user registers (kernel threads, or a kernel without \
-         perf user-register support): only their kernel frames are known"
-            .into(),
-    );
-    add(
-        Kind::UnwindSectionsFailed,
-        src.unwind_errors.len() as u64,
-        format!(
-            "modules whose unwind sections could not be read (first: {}): stacks are cut short \
-             in them; check that the sysroot's files are intact ELF files",
-            src.unwind_errors.first().map_or("", |s| s.as_str())
-        ),
-    );
-    add(
-        Kind::CfiEntriesSkipped,
-        src.unwind.cfi_entries_skipped,
-        "unwind table entries (.eh_frame, .debug_frame) that did not parse were skipped: the \
-         code they describe unwinds as code without unwind info; the tables are damaged"
-            .into(),
-    );
-    add(
-        Kind::UnwindWithoutTables,
-        src.unwind.untabled_frames,
-        "frames in code no unwind table covers (hand-written assembly without CFI, stubs) were \
-         unwound by the return address at the stack pointer or link register (a sampled leaf) \
-         or by the frame pointer, each landing in code and moving up the stack: right where \
-         that code keeps the frame pointer, as SIMD assembly usually does"
-            .into(),
-    );
-    add(
-        Kind::UnwindStackScanned,
-        src.unwind.scanned_frames,
-        "frames in code without unwind tables or a frame pointer (SIMD assembly that uses the \
-         frame pointer register for data, generated code) were found by scanning the stack for \
-         the first word that follows a call instruction, as Breakpad does: a heuristic that a \
-         saved register or stale data may rarely fool"
-            .into(),
-    );
-    add(
-        Kind::UnwindJoined,
-        src.unwind.joined_stacks,
-        "stacks the stack copy cut short were completed from a complete stack of the same \
-         thread that holds the same two outermost frames at the same stack addresses (as \
-         simpleperf joins call chains); recording with a larger --call-graph dwarf=SIZE makes \
-         them whole without this"
-            .into(),
-    );
-    add(
-        Kind::GoStackSwitch,
-        src.unwind.go_stack_switches,
-        "stacks end where Go's runtime switched to the thread's system stack \
-         (runtime.systemstack, mcall, morestack, asmcgocall): counted complete, as Go's own \
-         profiler ends them, but the goroutine's frames above the switch are on its own stack, \
-         which the sample did not copy"
-            .into(),
-    );
+    unwind::stack_copies(src.unwind, src.unwind_errors, &mut add);
     if let Some(h) = src.heap {
-        heap(h, &mut add);
+        heap::allocations(h, &mut add);
     }
     for why in CutShort::ALL {
         let n = src.unwind.truncated_by.get(why);
@@ -448,55 +393,6 @@ fn modules(all: &[ModuleInfo], add: &mut impl FnMut(Kind, u64, String)) {
             first.map_or("", |s| s.as_str())
         ),
     );
-}
-
-fn heap(h: &HeapProfile, add: &mut impl FnMut(Kind, u64, String)) {
-    let a = &h.anomalies;
-    add(
-        Kind::HeapStackCutShort,
-        a.depth_limited_allocations,
-        format!(
-            "allocations whose stack reached the interposer's limit of {} frames: their \
-             outermost callers are missing",
-            crossprof_heap_wire::MAX_FRAMES
-        ),
-    );
-    add(
-        Kind::HeapStackUnknown,
-        a.unknown_stack_allocations,
-        format!(
-            "allocations recorded without a stack are counted under \"{}\"",
-            crate::analysis::heap::UNKNOWN_STACK
-        ),
-    );
-    add(
-        Kind::HeapUnknownFrees,
-        a.unknown_frees,
-        "frees of blocks that were not live (allocated before recording began, or double \
-         frees) were ignored"
-            .into(),
-    );
-    add(
-        Kind::HeapTraceTreeDamaged,
-        a.tree.unknown_ids + a.tree.truncated,
-        "allocation stacks referred to unknown trace-tree nodes or looped; they were cut there"
-            .into(),
-    );
-    if let Some(e) = &h.events {
-        let hidden = e.not_shown();
-        add(
-            Kind::HeapEventsSampled,
-            hidden,
-            format!(
-                "the export shows {} of {} allocations at their times (one in {}, at most {}), \
-                 each with its free; the rest count in the totals only",
-                e.allocations - hidden,
-                e.allocations,
-                e.every,
-                e.cap
-            ),
-        );
-    }
 }
 
 #[cfg(test)]
