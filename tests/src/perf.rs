@@ -40,9 +40,10 @@ fn perf() -> &'static str {
 }
 
 /// One run of `command` (in `cwd`, output discarded) recorded at once by `rec` at its
-/// defaults (into `rec_out`) and by `perf record -e cpu-clock -F 999 --call-graph
-/// dwarf,STACK` (into `perf_out`): both sample the same execution, so their shares differ
-/// only by sampling, not by run-to-run variation of the program.
+/// defaults (into `rec_out`) and by `perf record -e cpu-clock -F FREQ --call-graph
+/// CALL_GRAPH` (into `perf_out`; `dwarf,STACK` to compare unwinders, `fp` for Go code, which
+/// has no CFI): both sample the same execution, so their shares differ only by sampling, not
+/// by run-to-run variation of the program.
 ///
 /// rec launches `waitexec GO COMMAND` (`tests/realworld/waitexec.c`, static), which blocks
 /// opening the fifo GO; perf attaches to it with its events disabled and is told to enable
@@ -54,7 +55,7 @@ pub fn record_with_rec(
     rec: &Path,
     rec_out: &Path,
     perf_out: &Path,
-    stack: u32,
+    perf_call_graph: &str,
     freq: u32,
     cwd: &Path,
     command: &[String],
@@ -96,7 +97,7 @@ pub fn record_with_rec(
         .args(["record", "-q", "-N", "-B", "-e", "cpu-clock", "-F"])
         .arg(freq.to_string())
         .arg("--call-graph")
-        .arg(format!("dwarf,{stack}"))
+        .arg(perf_call_graph)
         .arg("-o")
         .arg(perf_out)
         .args(["-D", "-1", "--control"])
@@ -300,7 +301,9 @@ pub fn normalize(name: &str) -> String {
         match bytes[i] {
             b'<' => depth += 1,
             b'>' => depth -= 1,
-            b'(' if depth <= 0 => {
+            // Go's method names (`go/printer.(*printer).print`) have a receiver, not
+            // parameters, after a dot.
+            b'(' if depth <= 0 && !name[..i].ends_with('.') => {
                 // `operator()` is a name, not a parameter list.
                 if name[..i].ends_with("operator") && name[i..].starts_with("()") {
                     i += 2;
@@ -330,9 +333,20 @@ pub struct PerfProfile {
     pub reach_entry: u64,
 }
 
-/// The outermost frames that mean "complete": the start code of a program, and the clone
-/// system call wrapper a thread starts in.
-pub const ENTRIES: &[&str] = &["_start", "clone3", "clone", "__clone", "__clone3"];
+/// The outermost frames that mean "complete": the start code of a program, the clone
+/// system call wrapper a thread starts in, and Go's outermost frames (every goroutine's
+/// `runtime.goexit`, every thread's `runtime.mstart`, the program's `runtime.rt0_go`; perf
+/// names them from `.symtab`, with their ABI suffix).
+pub const ENTRIES: &[&str] = &[
+    "_start",
+    "clone3",
+    "clone",
+    "__clone",
+    "__clone3",
+    "runtime.goexit.abi0",
+    "runtime.mstart.abi0",
+    "runtime.rt0_go.abi0",
+];
 
 /// Summarises `samples` of the threads whose command `keep` accepts (perf also records the
 /// profiler's own child before its exec).
@@ -416,5 +430,9 @@ mod tests {
         );
         assert_eq!(normalize("<T as core::Trait>::f"), "<T as core::Trait>::f");
         assert_eq!(normalize("luaV_execute"), "luaV_execute");
+        assert_eq!(
+            normalize("go/printer.(*printer).print"),
+            "go/printer.(*printer).print"
+        );
     }
 }

@@ -91,7 +91,8 @@ pub fn sampling_freq(p: &RealProgram) -> u32 {
     (SAMPLES_WANTED / cpu.max(1e-3)).clamp(999.0, 4999.0) as u32
 }
 
-fn pct(n: u64, of: u64) -> f64 {
+/// `n` as a percentage of `of`.
+pub fn pct(n: u64, of: u64) -> f64 {
     100.0 * n as f64 / of.max(1) as f64
 }
 
@@ -143,7 +144,7 @@ fn measure(p: &RealProgram, round: u32, perf_min_entry: Option<f64>) -> (f64, St
         &rec(),
         &recording,
         &data,
-        size,
+        &format!("dwarf,{size}"),
         freq,
         &p.workdir,
         &p.command_line(),

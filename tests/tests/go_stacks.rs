@@ -11,6 +11,7 @@ use std::process::Command;
 use crossprof_tests::boards::{boot, Board, Sysroot};
 use crossprof_tests::golang::assert_go_split_ground_truth;
 use crossprof_tests::perf::{self, PerfSample};
+use crossprof_tests::perf_compare;
 use crossprof_tests::*;
 use serde_json::Value;
 
@@ -173,4 +174,121 @@ fn aarch64_board_unwinds_stripped_go_to_goexit() {
     assert!(samples >= 150, "{samples} samples");
     let (known, user) = assert_go_split_ground_truth(&folded_stacks(&out, &sysroot.dir));
     eprintln!("{tag}: {known} of {user} leaf samples on the known chains ({samples} samples)");
+}
+
+/// Go's own `gofmt`, built by Debian's Go toolchain from its sources (`cmd/gofmt`) and
+/// stripped, formatting the compiler's largest packages: at least 95% of its samples
+/// complete with `rec`'s defaults and only the stripped program in the sysroot, no frame
+/// outside a mapping, every Go frame named, at least as many complete as perf's frame-pointer
+/// chains (perf's `--call-graph dwarf` finds no table for Go code) in the same run, and the
+/// self shares of perf's top 10 functions within 3 points.
+#[test]
+fn gofmt_built_by_debians_go_unwinds_and_agrees_with_perf() {
+    let dir = scratch().join("gofmt");
+    let sysroot = dir.join("sysroot");
+    let board = dir.join("board").join("gofmt");
+    let unstripped = sysroot.join(board.strip_prefix("/").expect("absolute"));
+    std::fs::create_dir_all(unstripped.parent().expect("parent")).expect("mkdir");
+    std::fs::create_dir_all(board.parent().expect("parent")).expect("mkdir");
+    crossprof_tests::golang::go_build(std::path::Path::new("cmd/gofmt"), &unstripped, "amd64");
+    run_ok(Command::new("strip").arg("-o").arg(&board).arg(&unstripped));
+    let bare = dir.join("sysroot-stripped");
+    let at = bare.join(board.strip_prefix("/").expect("absolute"));
+    std::fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
+    std::fs::copy(&board, &at).expect("copy");
+
+    // The workload: the compiler's SSA, type checker, parser and noder sources.
+    let goroot = Command::new("go")
+        .args(["env", "GOROOT"])
+        .output()
+        .expect("go env");
+    let goroot = String::from_utf8_lossy(&goroot.stdout).trim().to_string();
+    let mut command = vec![board.to_string_lossy().into_owned(), "-l".into()];
+    for pkg in ["ssa", "types2", "syntax", "noder", "ssagen"] {
+        let d = std::path::Path::new(&goroot)
+            .join("src/cmd/compile/internal")
+            .join(pkg);
+        let mut files: Vec<String> = std::fs::read_dir(&d)
+            .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "go"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        command.extend(files);
+    }
+    let recording = dir.join("gofmt.zst");
+    let data = dir.join("gofmt.perf.data");
+    perf::record_with_rec(&rec(), &recording, &data, "fp", 1999, &dir, &command);
+
+    let r = report_json(&recording, Some(&bare));
+    let samples = r["cpu"]["samples"].as_u64().expect("samples");
+    let u = &r["cpu"]["stack_unwinding"];
+    let complete = u["complete"].as_u64().expect("complete");
+    assert!(samples >= 500, "{samples} samples");
+    assert!(
+        complete * 100 >= samples * 95,
+        "{complete} of {samples} complete: {u:#}"
+    );
+    let functions = r["cpu"]["functions"].as_array().expect("functions");
+    let outside: Vec<&Value> = functions
+        .iter()
+        .filter(|f| f["module"] == "[unknown]")
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "frames outside every mapping: {outside:?}"
+    );
+    let unnamed: Vec<&Value> = functions
+        .iter()
+        .filter(|f| {
+            f["module"] == "gofmt" && f["function"].as_str().is_some_and(|n| n.contains("+0x"))
+        })
+        .collect();
+    assert!(unnamed.is_empty(), "unnamed Go frames: {unnamed:?}");
+
+    let reference = perf::profile(&perf::script(&data, &sysroot), |c| c != "waitexec");
+    let pct = perf_compare::pct;
+    let ours: std::collections::HashMap<String, u64> = functions
+        .iter()
+        .map(|f| {
+            (
+                perf::normalize(f["function"].as_str().unwrap_or("")),
+                f["self"].as_u64().unwrap_or(0),
+            )
+        })
+        .fold(Default::default(), |mut m, (n, c)| {
+            *m.entry(n).or_default() += c;
+            m
+        });
+    let mut top: Vec<(&String, &u64)> = reference
+        .self_samples
+        .iter()
+        .filter(|(n, _)| *n != "[unknown]")
+        .collect();
+    top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let mut worst = 0.0f64;
+    let mut rows = Vec::new();
+    for (name, n) in top.iter().take(10) {
+        let theirs = pct(**n, reference.samples);
+        let mine = pct(ours.get(*name).copied().unwrap_or(0), samples);
+        worst = worst.max((theirs - mine).abs());
+        rows.push(format!("{theirs:6.1} {mine:6.1}  {name}"));
+    }
+    eprintln!(
+        "gofmt: crossprof {complete} of {samples} complete ({} at a Go stack switch); perf -g: \
+         {} of {} reach the entry\n  perf% hostside% self, perf's top 10 (worst {worst:.1})\n  {}",
+        u["go_stack_switches"],
+        reference.reach_entry,
+        reference.samples,
+        rows.join("\n  ")
+    );
+    assert!(
+        pct(complete, samples) >= pct(reference.reach_entry, reference.samples),
+        "fewer complete than perf"
+    );
+    assert!(
+        worst <= perf_compare::TOLERANCE,
+        "self shares differ by {worst:.1} points"
+    );
 }
