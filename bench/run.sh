@@ -12,6 +12,7 @@
 #   bench/run.sh off-cpu [ARGS...]  rec --off-cpu vs perf record -e sched:sched_switch
 #   bench/run.sh html [ARGS...]     hostside html on 100,000 samples: time, first render, size
 #   bench/run.sh faults [ARGS...]   fault events kept and their cost, rec vs perf record
+#   bench/run.sh media [ARGS...]    rec's default vs perf on a GStreamer pipeline: overhead, bytes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -30,6 +31,7 @@ case "$what" in
     off-cpu) shift; python3 bench/off_cpu_overhead.py "$@" ;;
     html) shift; python3 bench/html_report.py "$@" ;;
     faults) shift; python3 bench/fault_events.py "$@" ;;
+    media) shift; python3 bench/media.py "$@" ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks
