@@ -6,6 +6,8 @@ perf with rec's copy size, from one interleaved run: base, perf, perf-same, rec,
 RUNS rounds, medians. Overhead = CPU time (user+sys) of the whole process tree over the
 unprofiled run, so each profiler's own work counts. Also the share of samples each tool
 unwinds to the entry (hostside with the machine's root as sysroot; perf with --symfs /).
+perf runs with -B -N (no build-ids): perf 6.1 aborts in its build-id pass on this pipeline's
+recordings.
 
 Usage: bench/media.py [--runs N] [--buffers N]   (run via bench/run.sh media)
 """
@@ -28,9 +30,9 @@ def main():
     files = {k: os.path.join(tmp, f"{k}.data") for k in ("perf", "perf-same", "rec")}
     configs = {
         "base": cmd,
-        "perf": ["perf", "record", "-q", "-F", "999", "--call-graph", "dwarf", "-o",
+        "perf": ["perf", "record", "-q", "-B", "-N", "-F", "999", "--call-graph", "dwarf", "-o",
                  files["perf"], "--"] + cmd,
-        "perf-same": ["perf", "record", "-q", "-F", "999", "--call-graph", f"dwarf,{stack}",
+        "perf-same": ["perf", "record", "-q", "-B", "-N", "-F", "999", "--call-graph", f"dwarf,{stack}",
                       "-o", files["perf-same"], "--"] + cmd,
         "rec": [rec, "--out", files["rec"], "--"] + cmd,
     }
