@@ -180,18 +180,32 @@ impl Sysroot {
     /// Cross-builds a C program from `tests/programs/` for the board, as `/usr/bin/<name>`,
     /// with debug info and a build-id, plus `flags`; the stripped copy is for the board.
     pub fn build_c(&self, board: Board, src: &str, name: &str, flags: &[&str]) -> BoardProgram {
+        self.build(board, src, name, |source, unstripped| {
+            run_ok(
+                Command::new(board.gcc())
+                    .args(["-g", "-Wl,--build-id"])
+                    .args(flags)
+                    .arg(source)
+                    .arg("-o")
+                    .arg(unstripped),
+            )
+        })
+    }
+
+    /// Builds `src` from `tests/programs/` with `compile(source, output)` into the sysroot as
+    /// `/usr/bin/<name>` and strips a copy for the board.
+    fn build(
+        &self,
+        board: Board,
+        src: &str,
+        name: &str,
+        compile: impl FnOnce(&Path, &Path),
+    ) -> BoardProgram {
         let source = crate::source(src);
         let guest = format!("/usr/bin/{name}");
         let unstripped = self.dir.join(guest.trim_start_matches('/'));
         std::fs::create_dir_all(unstripped.parent().expect("parent")).expect("mkdir");
-        run_ok(
-            Command::new(board.gcc())
-                .args(["-g", "-Wl,--build-id"])
-                .args(flags)
-                .arg(&source)
-                .arg("-o")
-                .arg(&unstripped),
-        );
+        compile(&source, &unstripped);
         let stripped = self.dir.parent().expect("tag dir").join(name);
         run_ok(
             Command::new(board.tool("strip"))
@@ -218,24 +232,9 @@ impl Sysroot {
             Board::Aarch64,
             "Go programs are built for the AArch64 board"
         );
-        let source = crate::source(src);
-        let guest = format!("/usr/bin/{name}");
-        let unstripped = self.dir.join(guest.trim_start_matches('/'));
-        std::fs::create_dir_all(unstripped.parent().expect("parent")).expect("mkdir");
-        crate::golang::go_build(&source, &unstripped, "arm64");
-        let stripped = self.dir.parent().expect("tag dir").join(name);
-        run_ok(
-            Command::new(board.tool("strip"))
-                .arg("-o")
-                .arg(&stripped)
-                .arg(&unstripped),
-        );
-        BoardProgram {
-            guest,
-            stripped,
-            unstripped,
-            source,
-        }
+        self.build(board, src, name, |source, unstripped| {
+            crate::golang::go_build(source, unstripped, "arm64")
+        })
     }
 
     /// Cross-builds the stack-unwinding ground truth: `deep_lib.c` as `/usr/lib/libdeep.so`
