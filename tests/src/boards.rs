@@ -375,6 +375,28 @@ pub struct BoardRun {
 }
 
 impl BoardRun {
+    /// Fails, with each job's output and the console, unless all `jobs` commands exited 0.
+    pub fn assert_ok(&self, jobs: usize) {
+        let logs: Vec<String> = (0..jobs)
+            .map(|i| String::from_utf8_lossy(self.file(&format!("job{i}.log"))).into_owned())
+            .collect();
+        assert_eq!(
+            self.statuses,
+            vec![0; jobs],
+            "rec failed on the board: {}\n{}",
+            logs.join("\n"),
+            self.console
+        );
+    }
+
+    /// Writes the file `/out/<name>` to the test's scratch directory `tag` and returns its
+    /// path there.
+    pub fn save(&self, name: &str, tag: &str) -> PathBuf {
+        let out = scratch().join(tag).join(name);
+        std::fs::write(&out, self.file(name)).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+        out
+    }
+
     /// A file from /out, or a panic that shows the console.
     pub fn file(&self, name: &str) -> &[u8] {
         self.files.get(name).unwrap_or_else(|| {

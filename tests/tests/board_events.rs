@@ -5,18 +5,12 @@
 
 use std::path::Path;
 
-use crossprof_tests::boards::{boot, Board, BoardRun, Sysroot};
+use crossprof_tests::boards::{boot, Board, Sysroot};
 use crossprof_tests::*;
 use serde_json::Value;
 
 fn job(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
-}
-
-fn save(run: &BoardRun, name: &str, tag: &str) -> std::path::PathBuf {
-    let out = scratch().join(tag).join(name);
-    std::fs::write(&out, run.file(name)).unwrap();
-    out
 }
 
 fn json(args: &[&str]) -> Value {
@@ -74,20 +68,13 @@ fn off_cpu_and_faults(board: Board, tag: &str, iterations: &str) {
         ]),
     ];
     let run = boot(board, tag, files, &jobs);
+    run.assert_ok(2);
     let log = |n: usize| String::from_utf8_lossy(run.file(&format!("job{n}.log"))).into_owned();
-    assert_eq!(
-        run.statuses,
-        vec![0, 0],
-        "{}\n{}\n{}",
-        log(0),
-        log(1),
-        run.console
-    );
     let sr = sysroot.dir.to_str().unwrap().to_string();
 
     // Off-CPU: nap()'s off-CPU time against the program's own measurement, the waiter
     // blocked in wait_for_go for the run (±5%), exact stacks.
-    let w = save(&run, "w.zst", tag);
+    let w = run.save("w.zst", tag);
     let r = json(&[
         "report",
         "--off-cpu",
@@ -138,7 +125,7 @@ fn off_cpu_and_faults(board: Board, tag: &str, iterations: &str) {
 
     // Faults, with rec's defaults (frame-pointer chains for fault events): 16,384 in
     // touch_pages (±1%), none lost, inside the 64 MiB mapping the program printed.
-    let f = save(&run, "f.zst", tag);
+    let f = run.save("f.zst", tag);
     let r = json(&[
         "report",
         "--json",

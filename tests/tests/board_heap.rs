@@ -12,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use crossprof_tests::boards::{boot, Board, BoardProgram, BoardRun, Sysroot};
+use crossprof_tests::boards::{boot, Board, BoardProgram, Sysroot};
 use crossprof_tests::*;
 use serde_json::Value;
 
@@ -175,24 +175,6 @@ fn stack_of(h: &Value, function: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn save(run: &BoardRun, name: &str, tag: &str) -> PathBuf {
-    let out = scratch().join(tag).join(name);
-    std::fs::write(&out, run.file(name)).expect("write recording");
-    out
-}
-
-fn assert_ok(run: &BoardRun, n: usize) {
-    let logs: String = (0..n)
-        .map(|i| String::from_utf8_lossy(run.file(&format!("job{i}.log"))).into_owned())
-        .collect();
-    assert_eq!(
-        run.statuses,
-        vec![0; n],
-        "rec failed on the board: {logs}\n{}",
-        run.console
-    );
-}
-
 #[test]
 fn aarch64_board_heap_counts_equal_the_ground_truth() {
     let board = Board::Aarch64;
@@ -202,8 +184,8 @@ fn aarch64_board_heap_counts_equal_the_ground_truth() {
     let mut files = interposer_files(board);
     files.push((p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755));
     let run = boot(board, tag, files, &[heap_job("/out/h.zst", &p, &[])]);
-    assert_ok(&run, 1);
-    let out = save(&run, "h.zst", tag);
+    run.assert_ok(1);
+    let out = run.save("h.zst", tag);
     let r = heap_report_json(&out, &sysroot.dir);
     assert_heap_truth(&r, &p, board);
     // framehop unwinds the whole stack from .eh_frame on AArch64.
@@ -239,13 +221,13 @@ fn armv7_board_heap_counts_equal_the_ground_truth() {
             heap_job("/out/h_tables.zst", &tables, &[]),
         ],
     );
-    assert_ok(&run, 3);
+    run.assert_ok(3);
     for (name, q, stack) in [
         ("h.zst", &p, &["leak_some"][..]),
         ("h_nocpu.zst", &p, &["leak_some"][..]),
         ("h_tables.zst", &tables, &["leak_some", "main"][..]),
     ] {
-        let out = save(&run, name, tag);
+        let out = run.save(name, tag);
         let r = heap_report_json(&out, &sysroot.dir);
         assert_heap_truth(&r, q, board);
         assert_eq!(stack_of(&r["heap"], "leak_some"), stack, "{name}");

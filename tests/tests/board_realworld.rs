@@ -197,19 +197,7 @@ fn board_runs_real_programs(board: Board, arch: &str) {
     }
     let jobs: Vec<Vec<String>> = cases.iter().map(job).collect();
     let run = boot(board, &tag, files, &jobs);
-    let logs = || {
-        (0..jobs.len())
-            .map(|i| String::from_utf8_lossy(run.file(&format!("job{i}.log"))).into_owned())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    assert_eq!(
-        run.statuses,
-        vec![0; jobs.len()],
-        "{}\n{}",
-        logs(),
-        run.console
-    );
+    run.assert_ok(jobs.len());
     let mut failures = Vec::new();
     for case in &cases {
         let recording = dir.join(&case.out);

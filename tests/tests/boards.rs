@@ -62,12 +62,6 @@ fn assert_called_from_main(recording: &Path, sysroot: &Path, p: &BoardProgram) {
     }
 }
 
-fn save(run: &crossprof_tests::boards::BoardRun, name: &str, tag: &str) -> std::path::PathBuf {
-    let out = scratch().join(tag).join(name);
-    std::fs::write(&out, run.file(name)).unwrap();
-    out
-}
-
 /// Copies a recording and the unstripped program into `tests/fixtures/<arch>/` when asked to.
 fn maybe_regenerate(arch: &str, recording: &Path, p: &BoardProgram) {
     if std::env::var_os("CROSSPROF_REGEN_FIXTURES").is_none() {
@@ -117,17 +111,11 @@ fn board_unwinds_stack_copies(board: Board, tag: &str, rounds: &str, rounds_asm:
         jobs.push(rec_job("dwarf", "/out/asm.zst", p, r));
     }
     let run = boot(board, tag, files, &jobs);
-    assert_eq!(
-        run.statuses,
-        vec![0; jobs.len()],
-        "rec failed on the board: {}\n{}",
-        String::from_utf8_lossy(run.file("job0.log")),
-        run.console
-    );
-    let out = save(&run, "deep.zst", tag);
+    run.assert_ok(jobs.len());
+    let out = run.save("deep.zst", tag);
     assert_deep_ground_truth(&folded_stacks(&out, &sysroot.dir));
     if asm.is_some() {
-        let out = save(&run, "asm.zst", tag);
+        let out = run.save("asm.zst", tag);
         let (known, user) =
             untabled::assert_asm_nocfi_ground_truth(&folded_stacks(&out, &sysroot.dir));
         eprintln!("{tag}: {known} of {user} samples in the assembly on the known chains");
@@ -189,16 +177,9 @@ fn armv7_board_unwinds_through_signal_frames() {
         })
         .collect();
     let run = boot(board, tag, files, &jobs);
-    assert_eq!(
-        run.statuses,
-        vec![0, 0],
-        "rec failed on the board: {}{}\n{}",
-        String::from_utf8_lossy(run.file("job0.log")),
-        String::from_utf8_lossy(run.file("job1.log")),
-        run.console
-    );
+    run.assert_ok(2);
     for (name, _) in programs {
-        let out = save(&run, name, tag);
+        let out = run.save(name, tag);
         let stacks = folded_stacks(&out, &sysroot.dir);
         let in_handler: Vec<&(Vec<String>, u64)> = stacks
             .iter()
@@ -233,14 +214,8 @@ fn aarch64_board_splits_75_25_with_callers() {
     let p = sysroot.build_c(board, "cpu_split.c", "cpu_split", C_FP);
     let files = vec![(p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755)];
     let run = boot(board, tag, files, &[rec_job("fp", "/out/t.zst", &p, "300")]);
-    assert_eq!(
-        run.statuses,
-        vec![0],
-        "rec failed on the board: {}\n{}",
-        String::from_utf8_lossy(run.file("job0.log")),
-        run.console
-    );
-    let out = save(&run, "t.zst", tag);
+    run.assert_ok(1);
+    let out = run.save("t.zst", tag);
     let r = report_json(&out, Some(&sysroot.dir));
     assert_eq!(r["recording"]["arch"], board.arch_name());
     assert_eq!(r["recording"]["complete"], true);
@@ -285,16 +260,9 @@ fn armv7_board_splits_75_25_thumb2_and_arm() {
             rec_job("fp", "/out/arm.zst", &arm, "150"),
         ],
     );
-    assert_eq!(
-        run.statuses,
-        vec![0, 0],
-        "rec failed on the board: {}{}\n{}",
-        String::from_utf8_lossy(run.file("job0.log")),
-        String::from_utf8_lossy(run.file("job1.log")),
-        run.console
-    );
+    run.assert_ok(2);
     for (name, p, fp_callers) in [("thumb.zst", &thumb, false), ("arm.zst", &arm, true)] {
-        let out = save(&run, name, tag);
+        let out = run.save(name, tag);
         let r = report_json(&out, Some(&sysroot.dir));
         assert_eq!(r["recording"]["arch"], board.arch_name());
         assert_eq!(r["recording"]["complete"], true);

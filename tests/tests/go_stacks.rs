@@ -169,15 +169,8 @@ fn aarch64_board_unwinds_stripped_go_to_goexit() {
         .map(|s| s.to_string())
         .collect();
     let run = boot(board, tag, files, &[job]);
-    assert_eq!(
-        run.statuses,
-        vec![0],
-        "rec failed on the board: {}\n{}",
-        String::from_utf8_lossy(run.file("job0.log")),
-        run.console
-    );
-    let out = scratch().join(tag).join("go.zst");
-    std::fs::write(&out, run.file("go.zst")).expect("save");
+    run.assert_ok(1);
+    let out = run.save("go.zst", tag);
     let r = report_json(&out, Some(&sysroot.dir));
     let samples = assert_report(&r);
     assert!(samples >= 150, "{samples} samples");
