@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::perf::{self, normalize};
+use crate::perf::{self, normalize, PerfProfile};
 use crate::realworld::RealProgram;
 use crate::{rec, report_json, scratch};
 
@@ -212,10 +212,35 @@ fn measure(p: &RealProgram, round: u32, perf_min_entry: Option<f64>) -> (f64, St
     // without CFI) its inclusive shares of everything above the stop are short by what it
     // lost, and only self shares (the sampled function, no unwinding) compare.
     let inclusive = perf_min_entry.is_some();
+    let Shares { worst, rows } = shares(&report, &reference, inclusive);
+    eprintln!(
+        "{program} {variant}: perf% hostside% of perf's top functions, {} (worst {worst:.1} points)\n  {}",
+        if inclusive { "inclusive" } else { "self" },
+        rows.join("\n  ")
+    );
+    (worst, rows.join("\n  "))
+}
+
+/// perf's top functions and hostside's shares of them, from [`shares`].
+pub struct Shares {
+    /// The largest difference, points.
+    pub worst: f64,
+    /// `perf% hostside%  name`, one per function compared.
+    pub rows: Vec<String>,
+}
+
+/// Compares hostside's `report` with perf's `reference` on perf's top 10 functions by self
+/// samples and, when `inclusive`, its top 10 by total: the inclusive shares of both lists
+/// when `inclusive`, else the self shares of the first. Leaves out names perf does not know
+/// (`[unknown]`, `module+0x...`) and functions perf showed as inlined frames (perf's and
+/// hostside's inline expansions differ on which call sites they expand). Fails when fewer
+/// than 10 functions compare.
+pub fn shares(report: &Value, reference: &PerfProfile, inclusive: bool) -> Shares {
+    let samples = report["cpu"]["samples"].as_u64().expect("samples");
     let (ours, theirs_of) = if inclusive {
-        (our_counts(&report, "total"), &reference.total)
+        (our_counts(report, "total"), &reference.total)
     } else {
-        (our_counts(&report, "self"), &reference.self_samples)
+        (our_counts(report, "self"), &reference.self_samples)
     };
     let eligible = |name: &String| {
         name != "[unknown]" && !name.contains("+0x") && !reference.inlined.contains(name)
@@ -240,6 +265,11 @@ fn measure(p: &RealProgram, round: u32, perf_min_entry: Option<f64>) -> (f64, St
         .collect();
     compared.sort();
     compared.dedup();
+    assert!(
+        compared.len() >= 10,
+        "only {} functions to compare",
+        compared.len()
+    );
     let mut rows = Vec::new();
     let mut worst = 0.0f64;
     for name in &compared {
@@ -248,15 +278,5 @@ fn measure(p: &RealProgram, round: u32, perf_min_entry: Option<f64>) -> (f64, St
         worst = worst.max((theirs - mine).abs());
         rows.push(format!("{theirs:6.1} {mine:6.1}  {name}"));
     }
-    eprintln!(
-        "{program} {variant}: perf% hostside% of perf's top functions, {} (worst {worst:.1} points)\n  {}",
-        if inclusive { "inclusive" } else { "self" },
-        rows.join("\n  ")
-    );
-    assert!(
-        compared.len() >= 10,
-        "only {} functions to compare",
-        compared.len()
-    );
-    (worst, rows.join("\n  "))
+    Shares { worst, rows }
 }

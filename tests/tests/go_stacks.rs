@@ -228,42 +228,22 @@ fn gofmt_built_by_debians_go_unwinds_and_agrees_with_perf() {
     assert!(samples >= 500, "{samples} samples");
     let u = &r["cpu"]["stack_unwinding"];
     let functions = r["cpu"]["functions"].as_array().expect("functions");
+    let module = board.to_str().expect("utf-8");
+    assert!(
+        functions.iter().any(|f| f["module"] == module),
+        "no function in {module}: {functions:#?}"
+    );
     let unnamed: Vec<&Value> = functions
         .iter()
         .filter(|f| {
-            f["module"] == "gofmt" && f["function"].as_str().is_some_and(|n| n.contains("+0x"))
+            f["module"] == module && f["function"].as_str().is_some_and(|n| n.contains("+0x"))
         })
         .collect();
     assert!(unnamed.is_empty(), "unnamed Go frames: {unnamed:?}");
 
     let reference = perf::profile(&perf::script(&data, &sysroot), |c| c != "waitexec");
     let pct = perf_compare::pct;
-    let ours: std::collections::HashMap<String, u64> = functions
-        .iter()
-        .map(|f| {
-            (
-                perf::normalize(f["function"].as_str().unwrap_or("")),
-                f["self"].as_u64().unwrap_or(0),
-            )
-        })
-        .fold(Default::default(), |mut m, (n, c)| {
-            *m.entry(n).or_default() += c;
-            m
-        });
-    let mut top: Vec<(&String, &u64)> = reference
-        .self_samples
-        .iter()
-        .filter(|(n, _)| *n != "[unknown]")
-        .collect();
-    top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    let mut worst = 0.0f64;
-    let mut rows = Vec::new();
-    for (name, n) in top.iter().take(10) {
-        let theirs = pct(**n, reference.samples);
-        let mine = pct(ours.get(*name).copied().unwrap_or(0), samples);
-        worst = worst.max((theirs - mine).abs());
-        rows.push(format!("{theirs:6.1} {mine:6.1}  {name}"));
-    }
+    let perf_compare::Shares { worst, rows } = perf_compare::shares(&r, &reference, false);
     eprintln!(
         "gofmt: crossprof {complete} of {samples} complete ({} at a Go stack switch); perf -g: \
          {} of {} reach the entry\n  perf% hostside% self, perf's top 10 (worst {worst:.1})\n  {}",
