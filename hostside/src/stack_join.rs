@@ -31,6 +31,7 @@ const MAX_THREADS: usize = 4096;
 const MAX_FRAMES: usize = crossprof_unwind::MAX_FRAMES + 1;
 
 /// One complete chain: return addresses, innermost first, and each frame's stack pointer.
+#[derive(Default)]
 struct Chain {
     frames: Vec<u64>,
     sps: Vec<u64>,
@@ -53,13 +54,18 @@ impl Joiner {
             self.threads.clear();
         }
         let kept = self.threads.entry((space, tid)).or_default();
-        if kept.len() >= KEPT_PER_THREAD {
-            kept.pop_back();
-        }
-        kept.push_front(Chain {
-            frames: frames.to_vec(),
-            sps: sps.to_vec(),
-        });
+        // Once a thread has its fill, the oldest chain's buffers take the new one: a steady
+        // recording allocates nothing here per sample.
+        let mut chain = if kept.len() >= KEPT_PER_THREAD {
+            kept.pop_back().unwrap_or_default()
+        } else {
+            Chain::default()
+        };
+        chain.frames.clear();
+        chain.frames.extend_from_slice(frames);
+        chain.sps.clear();
+        chain.sps.extend_from_slice(sps);
+        kept.push_front(chain);
     }
 
     /// Completes `frames` (a chain of thread `tid` the stack copy cut short, with its

@@ -127,7 +127,7 @@ pub(crate) trait FramehopArch: Architecture {
 }
 
 /// The reason for a failed step: the copy's end if a read ran past it.
-fn failure(copy: &StackCopy<'_>) -> CutShort {
+pub(crate) fn failure(copy: &StackCopy<'_>) -> CutShort {
     if copy.ran_off() {
         CutShort::StackCopyEnded
     } else {

@@ -13,7 +13,7 @@
 
 use crossprof_gopclntab::Func;
 
-use crate::framehop_walk::FramehopArch;
+use crate::framehop_walk::{failure, FramehopArch};
 use crate::outcome::CutShort;
 use crate::stack::StackCopy;
 
@@ -45,13 +45,7 @@ pub(crate) fn step_go<A: FramehopArch>(
     copy.reset();
     let delta = f.sp_delta(svma).ok_or(CutShort::BadFrame)?;
     let sp = A::sp(state);
-    let word = |a: u64| {
-        copy.u64(a).ok_or(if copy.ran_off() {
-            CutShort::StackCopyEnded
-        } else {
-            CutShort::BadFrame
-        })
-    };
+    let word = |a: u64| copy.u64(a).ok_or_else(|| failure(copy));
     let (ra, caller_sp, fp) = if A::LINK_REGISTER {
         // Go's prologue on ARM64 stores the link register at the bottom of the new frame
         // and the caller's frame pointer just below it; a frame of size 0 has not stored
