@@ -51,14 +51,18 @@ pub(crate) fn uint(data: &[u8], at: usize, size: u8, big_endian: bool) -> Option
     Some(v)
 }
 
-/// The magic number at the start of `data` read in either byte order, and which one matched.
-fn magic(data: &[u8]) -> Option<(Version, bool)> {
-    let version = |m| match m {
+/// The layout a header's magic number names, if it is one this crate reads.
+pub(crate) fn version(magic: u64) -> Option<Version> {
+    match magic {
         0xffff_fffa => Some(Version::Go116),
         0xffff_fff0 => Some(Version::Go118),
         0xffff_fff1 => Some(Version::Go120),
         _ => None,
-    };
+    }
+}
+
+/// The magic number at the start of `data` read in either byte order, and which one matched.
+fn magic(data: &[u8]) -> Option<(Version, bool)> {
     let le = uint(data, 0, 4, false)?;
     if let Some(v) = version(le) {
         return Some((v, false));

@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use object::{Object, ObjectSection};
 
-use crate::header::{uint, Header};
+use crate::header::{uint, version, Header};
 
 /// Where a Go function table lies in an ELF file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +58,7 @@ pub fn locate(file: &object::File<'_>, whole: &[u8]) -> Option<Location> {
             continue;
         };
         for at in (0..bytes.len().saturating_sub(8)).step_by(4) {
-            let m = uint(bytes, at, 4, big_endian).unwrap_or(0);
-            if !matches!(m, 0xffff_fffa | 0xffff_fff0 | 0xffff_fff1) {
+            if uint(bytes, at, 4, big_endian).and_then(version).is_none() {
                 continue;
             }
             if let Ok(h) = Header::parse(&bytes[at..]) {
