@@ -262,12 +262,15 @@ impl Resolver {
     fn frames_at(&self, p: Placed) -> Vec<Frame> {
         let key = &self.keys[p.module];
         self.addresses[p.module].fetch_add(1, Ordering::Relaxed);
-        let found = self.module(p.module).and_then(|m| {
-            let svma = if key.path == "[vdso]" {
-                m.offset_to_svma(p.file_offset).unwrap_or(p.file_offset)
+        let module = self.module(p.module);
+        let svma = module.and_then(|m| {
+            if key.path == "[vdso]" {
+                Some(m.offset_to_svma(p.file_offset).unwrap_or(p.file_offset))
             } else {
-                m.offset_to_svma(p.file_offset)?
-            };
+                m.offset_to_svma(p.file_offset)
+            }
+        });
+        let found = module.zip(svma).and_then(|(m, svma)| {
             let frames = m.frames(svma);
             (!frames.is_empty() && frames.iter().any(|f| f.function.is_some())).then_some(frames)
         });
@@ -284,8 +287,16 @@ impl Resolver {
                     symbolized: true,
                 })
                 .collect(),
+            // No symbol: named by the start of the function the unwind tables place it in,
+            // so that one function's addresses are one row; else by the address itself.
             None => vec![Frame {
-                function: unknown_name(&key.path, p.file_offset),
+                function: unknown_name(
+                    &key.path,
+                    module
+                        .zip(svma)
+                        .and_then(|(m, svma)| m.function_start_offset(svma))
+                        .unwrap_or(p.file_offset),
+                ),
                 file: None,
                 line: None,
                 module: key.path.clone(),
@@ -385,7 +396,8 @@ fn find_elsewhere(
     located
 }
 
-/// The name shown for an address no symbol covers: `libfoo.so+0x1234`, like perf.
+/// The name shown for code no symbol covers: `libfoo.so+0x1234`, the file offset of its
+/// function's start when the unwind tables place it in one, else of the address itself.
 fn unknown_name(path: &str, offset: u64) -> String {
     let base = path.rsplit('/').next().unwrap_or(path);
     format!("{base}+{offset:#x}")

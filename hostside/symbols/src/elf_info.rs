@@ -179,6 +179,18 @@ pub(crate) fn offset_to_svma(segments: &[Segment], file_offset: u64) -> Option<u
     seg.vaddr.checked_add(file_offset - seg.offset)
 }
 
+/// The file offset of stated address `svma`, through the executable segment that holds it
+/// (the inverse of [`offset_to_svma`]).
+pub(crate) fn svma_to_offset(segments: &[Segment], svma: u64) -> Option<u64> {
+    let contains = |s: &&Segment| svma >= s.vaddr && svma - s.vaddr < s.size;
+    let seg = segments
+        .iter()
+        .filter(contains)
+        .find(|s| s.exec)
+        .or_else(|| segments.iter().find(contains))?;
+    seg.offset.checked_add(svma - seg.vaddr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@ mod dwarf_units;
 mod elf_info;
 mod error;
 mod files;
+mod functions;
 mod index;
 mod index_cache;
 pub mod jitdump;

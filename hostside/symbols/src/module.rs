@@ -16,6 +16,7 @@ use crate::dwarf::Dwarf;
 use crate::elf_info::{self, Segment};
 use crate::error::Error;
 use crate::files::FileCache;
+use crate::functions::FunctionRanges;
 use crate::lookup::Located;
 use crate::minidebuginfo;
 use crate::symtab::{self, Source, SymbolTable};
@@ -63,6 +64,8 @@ pub struct Module {
     symbols: SymbolTable,
     /// A Go binary's function table, which stripping keeps.
     go: Option<GoTable<Bytes>>,
+    /// Function ranges from the image's unwind tables, for code no symbol names.
+    functions: FunctionRanges,
     segments: Vec<Segment>,
     warnings: Vec<String>,
     counters: Counters,
@@ -167,6 +170,7 @@ impl Module {
             dwarf_error,
             symbols: symbols.finish(),
             go: go_table(binary, &mut warnings),
+            functions: FunctionRanges::of(&binary.file),
             segments: elf_info::segments(&binary.file),
             warnings,
             counters: Counters::default(),
@@ -222,6 +226,14 @@ impl Module {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         frames
+    }
+
+    /// The file offset where the function containing `svma` starts, by the image's unwind
+    /// tables (`.eh_frame` entries, else `.ARM.exidx`): what names code no symbol covers, so
+    /// that all of one function's addresses share a name. `None` outside every range.
+    pub fn function_start_offset(&self, svma: u64) -> Option<u64> {
+        let start = self.functions.start_of(svma)?;
+        elf_info::svma_to_offset(&self.segments, start)
     }
 
     /// True when the module has DWARF (so frames carry file:line and inlines).
