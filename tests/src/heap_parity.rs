@@ -57,20 +57,34 @@ fn unsymbolized_offset(function: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok()
 }
 
+/// The module offsets of the allocator calls an unsymbolized site of ours groups: its
+/// `call_offsets`, or the offset in its name `module+0xOFFSET` when it lists none.
+fn call_offsets(site: &Value) -> Vec<u64> {
+    match site["call_offsets"].as_array() {
+        Some(offsets) => offsets.iter().filter_map(Value::as_u64).collect(),
+        None => site["function"]
+            .as_str()
+            .and_then(unsymbolized_offset)
+            .into_iter()
+            .collect(),
+    }
+}
+
 /// The index of our site (in `report --json`'s heap section) matching a heaptrack site: same
 /// function, file name, line and module. A site heaptrack could not symbolize (no symbol in a
-/// stripped library) is named by its absolute address in heaptrack's run, and ours by its
-/// offset in the module: they match when the module is the same and the address and offset
-/// agree within the page (modules are mapped page-aligned), if exactly one of our sites does.
+/// stripped library) is named by its absolute address in heaptrack's run; ours is named by the
+/// start of the function the unwind tables place it in, and lists the module offsets of the
+/// calls it groups. They match when the module is the same and the address and one of those
+/// offsets agree within the page (modules are mapped page-aligned), if exactly one of our
+/// sites does. Several of heaptrack's sites (calls in one function) may match one of ours.
 pub fn our_site(sites: &[Value], s: &HtSite) -> Option<usize> {
     if let (Some(hex), None) = (s.function.strip_prefix("0x"), &s.file) {
         let addr = u64::from_str_radix(hex, 16).ok()?;
         let mut same = sites.iter().enumerate().filter(|(_, o)| {
             same_module(o["module"].as_str().unwrap_or(""), &s.module)
-                && o["function"]
-                    .as_str()
-                    .and_then(unsymbolized_offset)
-                    .is_some_and(|off| off & 0xfff == addr & 0xfff)
+                && call_offsets(o)
+                    .iter()
+                    .any(|off| off & 0xfff == addr & 0xfff)
         });
         let first = same.next();
         return first.filter(|_| same.next().is_none()).map(|(i, _)| i);

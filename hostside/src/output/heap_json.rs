@@ -79,6 +79,10 @@ pub struct SiteJson {
     pub traces: usize,
     /// The frames of `stack` with their locations.
     pub frames: Vec<FrameJson>,
+    /// For a site no symbol names, which is named `module+0xSTART` by the start of its
+    /// function: the module offsets of the allocator calls it groups. Absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub call_offsets: Vec<u64>,
 }
 
 /// A frame with its location.
@@ -176,6 +180,7 @@ pub fn heap_json(p: &HeapProfile, top: usize, start: u64) -> HeapJson {
                             .collect()
                     })
                     .unwrap_or_default(),
+                call_offsets: s.call_offsets.clone(),
             }
         })
         .collect();

@@ -91,6 +91,11 @@ impl State<'_> {
                     ..HeapCounts::default()
                 },
                 traces: Vec::new(),
+                call_offsets: {
+                    let mut o = s.call_offsets.clone();
+                    o.sort_unstable();
+                    o
+                },
             })
             .collect();
         for (i, tr) in traces.iter().enumerate() {

@@ -84,6 +84,10 @@ pub struct SiteRow {
     pub counts: HeapCounts,
     /// Indices into [`HeapProfile::traces`], most allocations first.
     pub traces: Vec<usize>,
+    /// For a site no symbol names (it is named by its function's start): the module offsets
+    /// of the allocator calls it groups, sorted, so that a site can still be told apart from
+    /// the other calls of its function and matched with a tool that lists addresses.
+    pub call_offsets: Vec<u64>,
 }
 
 /// One of the largest single allocations.

@@ -40,7 +40,14 @@ pub(super) struct SiteAcc {
     pub(super) frame: FrameId,
     pub(super) live: u64,
     pub(super) max: u64,
+    /// For a site no symbol names: the module offsets of the calls it groups (see
+    /// [`SiteRow::call_offsets`](super::profile::SiteRow::call_offsets)).
+    pub(super) call_offsets: Vec<u64>,
 }
+
+/// The most call offsets kept for one unsymbolized site: enough for any function's calls of
+/// the allocator, and a bound on what a hostile recording can make the analysis hold.
+const MAX_CALL_OFFSETS: usize = 64;
 
 /// An entry of the largest-allocations heap: size, then earlier sequence numbers first, then
 /// time, pid and trace.
@@ -385,24 +392,44 @@ impl State<'_> {
     }
 
     fn site_of(&mut self, t: TraceId) -> u32 {
-        let frame = match self.site_node(t) {
+        let node = self.site_node(t);
+        let frame = match node {
             Some(id) => match self.frames_of(id).first().copied() {
                 Some(f) => f,
                 None => self.table.intern(unknown_stack_frame()),
             },
             None => self.table.intern(unknown_stack_frame()),
         };
-        if let Some(&s) = self.site_index.get(&frame) {
-            return s;
+        let s = match self.site_index.get(&frame) {
+            Some(&s) => s,
+            None => {
+                let s = self.sites.len() as u32;
+                self.sites.push(SiteAcc {
+                    frame,
+                    live: 0,
+                    max: 0,
+                    call_offsets: Vec::new(),
+                });
+                self.site_index.insert(frame, s);
+                s
+            }
+        };
+        if !self.table.get(frame).symbolized {
+            if let Some(offset) = node.and_then(|id| self.call_offset(id)) {
+                let offsets = &mut self.sites[s as usize].call_offsets;
+                if !offsets.contains(&offset) && offsets.len() < MAX_CALL_OFFSETS {
+                    offsets.push(offset);
+                }
+            }
         }
-        let s = self.sites.len() as u32;
-        self.sites.push(SiteAcc {
-            frame,
-            live: 0,
-            max: 0,
-        });
-        self.site_index.insert(frame, s);
         s
+    }
+
+    /// The module offset of a node's call instruction, when its address lies in a module.
+    fn call_offset(&self, t: TraceId) -> Option<u64> {
+        let n = self.tree.node(t)?;
+        let p = self.processes.place(n.space, n.ip.saturating_sub(1))?;
+        Some(p.file_offset)
     }
 
     /// Resolves every node not symbolized yet, in one parallel batch.
