@@ -5,7 +5,8 @@
 # the cross compilers of the ARM builds, and the C library's detached debug info (libc6-dbg)
 # so that its frames have names in both hostside's and perf's reports.
 # With "all", also GStreamer (the tools, base and good plugins), whose pipelines the suite
-# profiles as Debian ships them (tests/tests/realworld_media.rs).
+# profiles as Debian ships them (tests/tests/realworld_media.rs), and Python 3, whose stripped
+# interpreter tests/tests/stripped_functions.rs profiles.
 #
 #   tests/realworld/setup.sh [ARCH [LINKER]]    # ARCH x86_64|aarch64|armv7, LINKER bfd|lld|mold|rust
 #   tests/realworld/setup.sh all                # everything the corpus can use
@@ -24,7 +25,7 @@ case "$arch" in
     aarch64) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross) ;;
     armv7) pkgs+=(gcc-arm-linux-gnueabihf libc6-dev-armhf-cross) ;;
     all) pkgs+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross gcc-arm-linux-gnueabihf libc6-dev-armhf-cross lld mold
-              gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good) ;;
+              gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good python3) ;;
 esac
 case "$linker" in
     lld) pkgs+=(lld) ;;

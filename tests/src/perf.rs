@@ -9,6 +9,9 @@ use std::process::{Command, Stdio};
 /// One frame as `perf script` printed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PerfFrame {
+    /// The address perf printed: the sampled instruction for the innermost frame, a return
+    /// address for the others.
+    pub ip: u64,
     /// The symbol, `[unknown]` when perf had none.
     pub name: String,
     /// The module, or `inlined` for an inlined frame.
@@ -267,9 +270,10 @@ pub fn parse_script(text: &str) -> Vec<PerfSample> {
         let mut frames = Vec::new();
         for line in lines {
             let line = line.trim();
-            let Some((_, rest)) = line.split_once(' ') else {
+            let Some((ip, rest)) = line.split_once(' ') else {
                 continue;
             };
+            let ip = u64::from_str_radix(ip, 16).unwrap_or(0);
             let (name, dso) = match rest.rfind(" (") {
                 Some(i) if rest.ends_with(')') => (&rest[..i], &rest[i + 2..rest.len() - 1]),
                 _ => (rest, ""),
@@ -280,6 +284,7 @@ pub fn parse_script(text: &str) -> Vec<PerfSample> {
                 None => name,
             };
             frames.push(PerfFrame {
+                ip,
                 name: name.to_string(),
                 dso: dso.to_string(),
             });
@@ -392,6 +397,7 @@ mod tests {
         assert_eq!(
             s[0].frames[0],
             PerfFrame {
+                ip: 0x372c4,
                 name: "freehash".into(),
                 dso: "inlined".into()
             }

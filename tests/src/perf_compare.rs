@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::perf::{self, normalize, PerfProfile};
+use crate::perf::{self, normalize, PerfProfile, PerfSample};
 use crate::realworld::RealProgram;
 use crate::{rec, report_json, scratch};
 
@@ -136,30 +136,15 @@ pub fn check_against(p: &RealProgram, perf_min_entry: Option<f64>) {
 fn measure(p: &RealProgram, round: u32, perf_min_entry: Option<f64>) -> (f64, String) {
     let (program, variant) = (&p.program, &p.variant);
     let tag = format!("rw-{program}-{variant}-{round}");
-    let recording = scratch().join(format!("{tag}.zst"));
-    let data = scratch().join(format!("{tag}.perf.data"));
-    let size = rec_default_stack();
-    let freq = sampling_freq(p);
-    perf::record_with_rec(
-        &rec(),
-        &recording,
-        &data,
-        &format!("dwarf,{size}"),
-        freq,
-        &p.workdir,
-        &p.command_line(),
-    );
-    assert_eq!(stack_size(&recording), size);
-    let report = report_json(&recording, Some(&p.sysroot));
+    let Pair {
+        report,
+        perf,
+        stack_size: size,
+    } = record_pair(p, &tag);
     let samples = report["cpu"]["samples"].as_u64().expect("samples");
     let u = &report["cpu"]["stack_unwinding"];
     let complete = u["complete"].as_u64().expect("complete");
-
-    // Every thread of the program (GStreamer names its streaming threads), not the launcher
-    // perf saw before its exec.
-    let reference = perf::profile(&perf::script(&data, &p.sysroot), |c| c != "waitexec");
-    // perf.data holds every stack copy in full: tens of MB per program.
-    let _ = std::fs::remove_file(&data);
+    let reference = profile(&perf);
 
     eprintln!(
         "{program} {variant}: hostside {:.1}% of {samples} samples reach the entry \
@@ -219,6 +204,51 @@ fn measure(p: &RealProgram, round: u32, perf_min_entry: Option<f64>) -> (f64, St
         rows.join("\n  ")
     );
     (worst, rows.join("\n  "))
+}
+
+/// One run of a program recorded by both profilers.
+pub struct Pair {
+    /// `hostside report --json` of rec's recording.
+    pub report: Value,
+    /// perf's samples, as `perf script` printed them.
+    pub perf: Vec<PerfSample>,
+    /// The stack-copy size both used: rec's default.
+    pub stack_size: u32,
+}
+
+/// Records one run of `p` with rec at its defaults and `perf record --call-graph dwarf` with
+/// the same stack size at once (see [`perf::record_with_rec`]), at the frequency that gives
+/// [`SAMPLES_WANTED`] samples, and reads both back. `tag` names the files.
+pub fn record_pair(p: &RealProgram, tag: &str) -> Pair {
+    let recording = scratch().join(format!("{tag}.zst"));
+    let data = scratch().join(format!("{tag}.perf.data"));
+    let size = rec_default_stack();
+    let freq = sampling_freq(p);
+    perf::record_with_rec(
+        &rec(),
+        &recording,
+        &data,
+        &format!("dwarf,{size}"),
+        freq,
+        &p.workdir,
+        &p.command_line(),
+    );
+    assert_eq!(stack_size(&recording), size);
+    let report = report_json(&recording, Some(&p.sysroot));
+    let perf = perf::script(&data, &p.sysroot);
+    // perf.data holds every stack copy in full: tens of MB per program.
+    let _ = std::fs::remove_file(&data);
+    Pair {
+        report,
+        perf,
+        stack_size: size,
+    }
+}
+
+/// perf's profile of the program's threads: every thread (GStreamer names its streaming
+/// threads), not the launcher perf saw before its exec.
+pub fn profile(samples: &[PerfSample]) -> PerfProfile {
+    perf::profile(samples, |c| c != "waitexec")
 }
 
 /// perf's top functions and hostside's shares of them, from [`shares`].

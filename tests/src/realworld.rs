@@ -102,15 +102,32 @@ impl RealProgram {
 }
 
 /// The programs of the corpus used as Debian ships them, not built here (variant `debian`):
-/// stripped, with no debug packages, so the sysroot is this machine's root. A media pipeline
-/// encoding video to JPEG (libjpeg-turbo's SIMD assembly without CFI, ORC code generated into
-/// a deleted file) and one encoding audio to Vorbis (streaming threads with large stack
-/// frames), through GStreamer's `gst-launch-1.0` (`tests/realworld/setup.sh` installs it).
-pub const INSTALLED: &[&str] = &["gst-jpeg", "gst-vorbis"];
+/// stripped, with no debug packages, so the sysroot is this machine's root.
+///
+/// - `gst-jpeg`, `gst-vorbis`: GStreamer's `gst-launch-1.0` encoding video to JPEG
+///   (libjpeg-turbo's SIMD assembly without CFI, ORC code generated into a deleted file) and
+///   audio to Vorbis (streaming threads with large stack frames).
+/// - `python`: the Python 3 interpreter running `tests/realworld/workloads/python.py`. The
+///   interpreter exports its API in `.dynsym`, but its static functions (much of the eval loop's
+///   helpers) have no symbol anywhere on the machine: code grouped by unwind-table function.
+///
+/// `tests/realworld/setup.sh all` installs them.
+pub const INSTALLED: &[&str] = &["gst-jpeg", "gst-vorbis", "python"];
 
-/// One of [`INSTALLED`], with its workload. Panics, naming the setup command, when the
-/// packages are missing.
-pub fn installed(program: &str) -> RealProgram {
+/// The Debian package and executable of one of [`INSTALLED`], with its arguments.
+fn installed_command(program: &str) -> (&'static str, PathBuf, Vec<String>) {
+    if program == "python" {
+        let script = root().join("tests/realworld/workloads/python.py");
+        // The versioned file: /usr/bin/python3 is a symbolic link to it.
+        let board = std::fs::canonicalize("/usr/bin/python3").unwrap_or_else(|e| {
+            panic!("/usr/bin/python3: {e}: run scripts/test-setup.sh (tests/realworld/setup.sh installs it)")
+        });
+        return (
+            "python3",
+            board,
+            vec![script.to_string_lossy().into_owned()],
+        );
+    }
     let board = PathBuf::from("/usr/bin/gst-launch-1.0");
     assert!(
         board.exists(),
@@ -140,8 +157,15 @@ pub fn installed(program: &str) -> RealProgram {
         }
         args.extend(element.split(' ').map(str::to_string));
     }
+    ("gstreamer1.0-tools", board, args)
+}
+
+/// One of [`INSTALLED`], with its workload. Panics, naming the setup command, when the
+/// packages are missing.
+pub fn installed(program: &str) -> RealProgram {
+    let (package, board, args) = installed_command(program);
     let version = Command::new("dpkg-query")
-        .args(["-W", "-f", "${Version}", "gstreamer1.0-tools"])
+        .args(["-W", "-f", "${Version}", package])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
