@@ -13,6 +13,8 @@
 #   bench/run.sh html [ARGS...]     hostside html on 100,000 samples: time, first render, size
 #   bench/run.sh faults [ARGS...]   fault events kept and their cost, rec vs perf record
 #   bench/run.sh media [ARGS...]    rec's default vs perf on a GStreamer pipeline: overhead, bytes
+#   bench/run.sh rec-size [TRIPLE...]  what rec's bytes are, per crate, per target
+#   bench/run.sh scaling [ARGS...]  hostside report on 10k, 100k and 1M samples vs perf report
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -32,6 +34,8 @@ case "$what" in
     html) shift; python3 bench/html_report.py "$@" ;;
     faults) shift; python3 bench/fault_events.py "$@" ;;
     media) shift; python3 bench/media.py "$@" ;;
+    rec-size) shift; python3 bench/rec_size.py "$@" ;;
+    scaling) shift; python3 bench/scaling.py "$@" ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks

@@ -8,12 +8,18 @@
 #
 # | triple                         | how                                                      |
 # |--------------------------------|----------------------------------------------------------|
-# | x86_64-unknown-linux-musl      | cargo, prebuilt std, musl-gcc (musl-tools) for C code    |
-# | aarch64-unknown-linux-musl     | cargo zigbuild, prebuilt std                             |
-# | i686-unknown-linux-musl        | cargo zigbuild, prebuilt std                             |
-# | armv7-unknown-linux-musleabihf | cargo zigbuild -Zbuild-std (no prebuilt std here)       |
-# | riscv64gc-unknown-linux-musl   | cargo zigbuild -Zbuild-std (no prebuilt std here)       |
+# | x86_64-unknown-linux-musl      | cargo, musl-gcc (musl-tools) for C code                  |
+# | aarch64-unknown-linux-musl     | cargo zigbuild                                           |
+# | i686-unknown-linux-musl        | cargo zigbuild                                           |
+# | armv7-unknown-linux-musleabihf | cargo zigbuild (no prebuilt std here)                    |
+# | riscv64gc-unknown-linux-musl   | cargo zigbuild (no prebuilt std here)                    |
 #
+# rec is built with -Zbuild-std on every triple, without std's "backtrace" feature: the
+# prebuilt std carries the panic hook's backtrace symbolizer (gimli, addr2line, miniz_oxide:
+# a fifth of rec), which can name nothing in a stripped binary on a board anyway; a panic
+# still prints its message. With zstd's unused strategies left out (below), rec went from
+# 940-1,017 KB to about 650 KB (bench/rec_size.py). The heap interposer uses the prebuilt std
+# where there is one (it is built per C library, and is not bound by rec's size limit).
 # zig is the target C compiler (zstd-sys compiles C) and linker for every non-x86_64 triple:
 # no per-target gcc is needed. Every binary gets a GNU build-id (hostside matches board files
 # to sysroot files by it; lld adds none unless asked). rec is static (musl's crt-static
@@ -36,10 +42,7 @@ case "$triple" in
     aarch64-unknown-linux-musl | i686-unknown-linux-musl) ;;
     armv7-unknown-linux-musleabihf | riscv64gc-unknown-linux-musl)
         # No prebuilt std for these triples: build it (about 2 minutes cold, cached after).
-        # zig brings its own musl, so rustc's self-contained crt objects are left out.
         build_std=(-Zbuild-std=std,panic_abort)
-        build_id="$build_id -C link-self-contained=no"
-        export RUSTC_BOOTSTRAP=1
         ;;
     *)
         echo "targets/build.sh: unknown triple $triple (see targets/README.md)" >&2
@@ -52,6 +55,16 @@ case "$kind" in
         package=rec
         artifact=rec
         flags="$build_id"
+        # std built here, without "backtrace" (see the top); about 1 minute per triple cold.
+        build_std=(-Zbuild-std=std,panic_abort -Zbuild-std-features=)
+        # rec compresses at zstd levels 1 and 7 only (crossprof-format's ZSTD_LEVEL, rec's
+        # disk::FAST_LEVEL), which use the fast, lazy and lazy2 strategies at every input
+        # size: the block compressors of the others are left out of the build (110 KB of
+        # i686's rec). A level that asked for one would fall back to the next strategy
+        # built in (zstd's ZSTD_EXCLUDE_* rule), never fail.
+        export TARGET_CFLAGS="${TARGET_CFLAGS:-} -DZSTD_EXCLUDE_DFAST_BLOCK_COMPRESSOR \
+            -DZSTD_EXCLUDE_GREEDY_BLOCK_COMPRESSOR -DZSTD_EXCLUDE_BTLAZY2_BLOCK_COMPRESSOR \
+            -DZSTD_EXCLUDE_BTOPT_BLOCK_COMPRESSOR -DZSTD_EXCLUDE_BTULTRA_BLOCK_COMPRESSOR"
         ;;
     heap-musl | heap-gnu)
         package=crossprof-heap
@@ -86,6 +99,14 @@ case "$kind" in
         ;;
 esac
 
+if [ ${#build_std[@]} -gt 0 ]; then
+    # -Zbuild-std is unstable: allowed on the stable toolchain by RUSTC_BOOTSTRAP. zig brings
+    # its own musl, so rustc's self-contained crt objects are left out where zig links.
+    export RUSTC_BOOTSTRAP=1
+    if [ "${driver[*]}" = "cargo zigbuild" ] && [[ $triple == *musl* ]]; then
+        flags="$flags -C link-self-contained=no"
+    fi
+fi
 export CARGO_TARGET_DIR="$cross_dir/$kind"
 cargo_target=$triple
 [ "$kind" = heap-gnu ] && cargo_target="$triple.$glibc"
