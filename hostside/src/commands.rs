@@ -8,9 +8,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
-use crate::analysis::events;
+use crate::analysis::events::{self, EventProfile};
 use crate::analysis::heap::{self, EventSampling, HeapMetric, HeapOptions};
-use crate::analysis::off_cpu_profile;
+use crate::analysis::off_cpu_profile::{self, OffCpuProfile};
 use crate::analysis::thread_timeline;
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
 use crate::diagnostics::Kind;
@@ -72,7 +72,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && l.has_heap && !l.has_samples);
             let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
-            let ctx = l.context(profile.as_ref());
+            let more: Vec<_> = waits
+                .as_ref()
+                .map(OffCpuProfile::named)
+                .into_iter()
+                .chain(chosen.as_ref().map(EventProfile::named))
+                .collect();
+            let ctx = l.context(profile.as_ref(), &more);
             let mut out = io::stdout().lock();
             let origin = ctx.header.start_clock_ns;
             if json {
@@ -118,24 +124,26 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             output,
         } => {
             let l = load(&file, &symbols.lookup(), &filter.filter())?;
-            let ctx = l.context(None);
             let out = create(&output)?;
             match heap {
                 None if event.is_some() => {
                     let e = events::analyze(&l, event.as_deref().unwrap_or_default())?;
+                    let ctx = l.context(None, &[e.named()]);
                     flame::write(&ctx, flame::Graph::Event(&e), out)?;
                 }
                 None if off_cpu => {
                     require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
                     let w = off_cpu_profile::analyze(&l);
+                    let ctx = l.context(None, &[w.named()]);
                     flame::write(&ctx, flame::Graph::OffCpu(&w), out)?;
                 }
                 Some(what) => {
                     require(&l, "heap", l.has_heap, "rec --heap")?;
                     let p = l.heap(HeapOptions::default());
+                    let ctx = l.context(Some(&p), &[]);
                     flame::write(&ctx, flame::Graph::Heap(&p, heap_metric(what)), out)?;
                 }
-                None => flame::write(&ctx, flame::Graph::Cpu(&l.cpu), out)?,
+                None => flame::write(&l.context(None, &[]), flame::Graph::Cpu(&l.cpu), out)?,
             }
             Ok(Outcome::Success)
         }
@@ -153,7 +161,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             if off_cpu {
                 require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
                 let w = off_cpu_profile::analyze(&l);
-                let ctx = l.context_with(None, &[&w.profile]);
+                let ctx = l.context_with(None, &[w.named()]);
                 let mut out = create(&output)?;
                 export::write(format, &ctx, export::Source::OffCpu(&w), &mut out)?;
             } else if heap {
@@ -204,7 +212,12 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 })
             });
             let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l));
-            let ctx = l.context(heap.as_ref());
+            let more: Vec<_> = waits
+                .as_ref()
+                .map(OffCpuProfile::named)
+                .into_iter()
+                .collect();
+            let ctx = l.context(heap.as_ref(), &more);
             let timeline = l
                 .has_switches
                 .then(|| thread_timeline::build_on(&l, Some(grid)))
@@ -309,7 +322,7 @@ fn html_diff(
         .as_ref()
         .zip(hb.as_ref())
         .map(|(x, y)| heap::diff::diff(x, y));
-    let (ca, cb) = (a.context(ha.as_ref()), b.context(hb.as_ref()));
+    let (ca, cb) = (a.context(ha.as_ref(), &[]), b.context(hb.as_ref(), &[]));
     let old_side = o::html::diff::DiffSide {
         file: old,
         ctx: &ca,

@@ -200,14 +200,19 @@ impl Loaded {
         heap::analyze_recording(&self.recording, &self.processes, &self.resolver, opts)
     }
 
-    /// What the outputs need besides a profile, with the [`diagnostics`] of this recording
-    /// and of `heap` when the report shows one, and the mappings of the address spaces of the
-    /// CPU profile, `heap` and `more` (e.g. an off-CPU profile). Call it after the analyses:
-    /// module load errors are only known once the modules were used.
-    pub fn context_with(&self, heap: Option<&HeapProfile>, more: &[&CpuProfile]) -> ReportContext {
+    /// What the outputs need besides a profile, with the [`diagnostics`] of this recording,
+    /// of `heap` when the report shows one and of the stacks of `more`, the report's other
+    /// profiles by name (`off-cpu`, `event`), and the mappings of the address spaces of the CPU
+    /// profile, `heap` and `more`. Call it after the analyses: module load errors are only
+    /// known once the modules were used.
+    pub fn context_with(
+        &self,
+        heap: Option<&HeapProfile>,
+        more: &[(&'static str, &CpuProfile)],
+    ) -> ReportContext {
         let spaces = [&self.cpu]
             .into_iter()
-            .chain(more.iter().copied())
+            .chain(more.iter().map(|(_, p)| *p))
             .flat_map(|p| p.stacks.iter().map(|s| s.space))
             .chain(
                 heap.into_iter()
@@ -215,19 +220,26 @@ impl Loaded {
             );
         ReportContext {
             mappings: self.processes.mappings_of(spaces),
-            ..self.context(heap)
+            ..self.context(heap, more)
         }
     }
 
     /// [`Loaded::context_with`] without mappings (the reports that print no addresses).
-    pub fn context(&self, heap: Option<&HeapProfile>) -> ReportContext {
+    pub fn context(
+        &self,
+        heap: Option<&HeapProfile>,
+        more: &[(&'static str, &CpuProfile)],
+    ) -> ReportContext {
         let modules = self.resolver.modules();
+        let other_stacks: Vec<(&'static str, &crate::unwinding::UnwindStats)> =
+            more.iter().map(|&(name, p)| (name, &p.unwind)).collect();
         let diagnostics = diagnostics::gather(&Sources {
             bytes_discarded: self.summary.bytes_discarded,
             lost: &self.lost,
             modules: &modules,
             vdso_error: self.resolver.vdso_error(),
             unwind: &self.cpu.unwind,
+            other_stacks: &other_stacks,
             unwind_errors: &self.cpu.unwind_errors,
             unmapped_frames: self.cpu.unmapped_frames,
             jit: &self.processes.jit.stats,

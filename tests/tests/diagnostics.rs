@@ -99,16 +99,20 @@ fn json_diagnostics(report: &Value) -> BTreeMap<String, u64> {
                 "a message for {d}"
             );
             let kind = d["kind"].as_str().unwrap().to_string();
-            let key = match d["reason"].as_str() {
+            let mut key = match d["reason"].as_str() {
                 Some(r) => format!("{kind} ({r})"),
                 None => kind,
             };
+            if let Some(p) = d["profile"].as_str() {
+                key = format!("{key}, {p} stacks");
+            }
             (key, d["count"].as_u64().unwrap())
         })
         .collect()
 }
 
-/// The same from the text report's `Diagnostics` section (`  COUNT  KIND[ (REASON)]: ...`).
+/// The same from the text report's `Diagnostics` section
+/// (`  COUNT  KIND[ (REASON)][, PROFILE stacks]: ...`).
 fn text_diagnostics(text: &str) -> BTreeMap<String, u64> {
     let section = text
         .split("\nDiagnostics (what the analysis fell back on)\n")
@@ -192,6 +196,66 @@ fn damaged_debug_file_missing_module_and_cut_short_stacks_are_each_listed() {
         "--sysroot",
         d.sysroot.to_str().unwrap(),
         d.recording.to_str().unwrap(),
+    ]);
+    assert_eq!(text_diagnostics(&text), diags, "{text}");
+}
+
+/// Issue 26: the stacks of every profile in the report, not only the CPU samples', have
+/// their fallbacks listed. `off_cpu.c` recorded with `--off-cpu` and stack copies too small to
+/// hold any blocking stack (`--off-cpu-stack 64`): the off-CPU profile's cut-short stacks are listed under
+/// `profile: off-cpu` with exactly the count of its own unwinding statistics, apart from the
+/// CPU samples' entries, in the JSON and the text report alike.
+#[test]
+fn cut_short_off_cpu_stacks_are_listed_under_their_profile() {
+    let p = build("off_cpu.c", "off_cpu_small_copy", &["-O2", "-Wl,-z,now"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let out = scratch().join("off_cpu_small_copy.zst");
+    let o = run_rec(&[
+        "--off-cpu",
+        "--call-graph",
+        "dwarf=256",
+        "--off-cpu-stack",
+        "64",
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        p.board.to_str().unwrap(),
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = off_cpu_report(&out, &p.sysroot, &[]);
+    let diags = json_diagnostics(&report);
+    let blocking = &report["off_cpu"]["stack_unwinding"];
+    let cut = blocking["truncated_by"]["stack_copy_ended"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        cut > 0,
+        "64-byte copies hold no blocking stack whole: {blocking}"
+    );
+    assert_eq!(
+        diags.get("unwind-cut-short (stack_copy_ended), off-cpu stacks"),
+        Some(&cut),
+        "{diags:?}"
+    );
+    // Every reason of either profile, each under its own name.
+    for (section, suffix) in [("off_cpu", ", off-cpu stacks"), ("cpu", "")] {
+        let by = report[section]["stack_unwinding"]["truncated_by"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for (reason, n) in by {
+            let key = format!("unwind-cut-short ({reason}){suffix}");
+            let n = n.as_u64().unwrap();
+            assert_eq!(diags.get(&key).copied().unwrap_or(0), n, "{key}: {diags:?}");
+        }
+    }
+    let text = hostside_ok(&[
+        "report",
+        "--off-cpu",
+        "--sysroot",
+        p.sysroot.to_str().unwrap(),
+        out.to_str().unwrap(),
     ]);
     assert_eq!(text_diagnostics(&text), diags, "{text}");
 }

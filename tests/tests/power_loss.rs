@@ -96,7 +96,7 @@ fn full_report(data: Vec<u8>, lookup: &Lookup) -> Option<u64> {
         lookup,
     )
     .ok()?;
-    text::cpu_report(&mut sink, &l.context(None), &l.cpu, 10).unwrap();
+    text::cpu_report(&mut sink, &l.context(None, &[]), &l.cpu, 10).unwrap();
     assert_eq!(i.records.get("sample").copied().unwrap_or(0), l.cpu.samples);
     Some(l.cpu.samples)
 }

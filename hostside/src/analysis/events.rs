@@ -44,6 +44,14 @@ pub struct EventProfile {
     pub mappings: Vec<MappingHits>,
 }
 
+impl EventProfile {
+    /// The profile with the name its stack diagnostics carry (see
+    /// [`crate::pipeline::Loaded::context`]).
+    pub fn named(&self) -> (&'static str, &CpuProfile) {
+        ("event", &self.cpu)
+    }
+}
+
 /// A data mapping seen in the recording.
 struct DataMap {
     time: u64,

@@ -66,6 +66,14 @@ pub struct OffCpuProfile {
     pub waits: Vec<Wait>,
 }
 
+impl OffCpuProfile {
+    /// The profile with the name its stack diagnostics carry (see
+    /// [`crate::pipeline::Loaded::context`]).
+    pub fn named(&self) -> (&'static str, &CpuProfile) {
+        ("off-cpu", &self.profile)
+    }
+}
+
 /// Measures and charges every wait of the recording, cut to [`Loaded::window`].
 pub fn analyze(l: &Loaded) -> OffCpuProfile {
     let header = l.recording.header();

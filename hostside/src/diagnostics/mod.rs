@@ -28,6 +28,11 @@ pub struct Diagnostic {
     /// For kinds with several causes (`unwind-cut-short`), which one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+    /// For the stack diagnostics of a profile other than the CPU samples', which one:
+    /// `off-cpu` (the blocking stacks of `rec --off-cpu`) or `event` (the `--event` asked
+    /// for). Absent for the CPU samples and for everything that is not about stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<&'static str>,
     /// How many times: modules, samples, allocations, records or bytes, as the message says.
     pub count: u64,
     /// What happened and what to do about it.
@@ -172,8 +177,11 @@ pub struct Sources<'a> {
     pub modules: &'a [ModuleInfo],
     /// Why the vDSO did not parse, if it did not.
     pub vdso_error: Option<&'a str>,
-    /// How the stack copies unwound.
+    /// How the CPU samples' stack copies unwound.
     pub unwind: &'a UnwindStats,
+    /// How the stacks of the report's other profiles unwound, by profile name (`off-cpu`,
+    /// `event`): each gets its own stack diagnostics.
+    pub other_stacks: &'a [(&'static str, &'a UnwindStats)],
     /// Why modules' unwind sections could not be read.
     pub unwind_errors: &'a [String],
     /// User frames outside every mapped file that no JIT map named.
@@ -188,16 +196,7 @@ pub struct Sources<'a> {
 /// Kinds with a zero count are left out.
 pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let mut add = |kind: Kind, count: u64, message: String| {
-        if count > 0 {
-            out.push(Diagnostic {
-                kind,
-                reason: None,
-                count,
-                message,
-            });
-        }
-    };
+    let mut add = |kind: Kind, count: u64, message: String| push(&mut out, kind, count, message);
     add(
         Kind::RecordingIncomplete,
         src.bytes_discarded,
@@ -290,18 +289,47 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
     if let Some(h) = src.heap {
         heap::allocations(h, &mut add);
     }
+    cut_short(src.unwind, None, &mut out);
+    for &(profile, u) in src.other_stacks {
+        let first = out.len();
+        unwind::stack_copies(u, &[], &mut |kind, count, message| {
+            push(&mut out, kind, count, message)
+        });
+        for d in &mut out[first..] {
+            d.profile = Some(profile);
+        }
+        cut_short(u, Some(profile), &mut out);
+    }
+    out
+}
+
+/// Adds a diagnostic without a reason or profile, unless its count is 0.
+fn push(out: &mut Vec<Diagnostic>, kind: Kind, count: u64, message: String) {
+    if count > 0 {
+        out.push(Diagnostic {
+            kind,
+            reason: None,
+            profile: None,
+            count,
+            message,
+        });
+    }
+}
+
+/// The `unwind-cut-short` entries of one profile's stacks, one per reason.
+fn cut_short(u: &UnwindStats, profile: Option<&'static str>, out: &mut Vec<Diagnostic>) {
     for why in CutShort::ALL {
-        let n = src.unwind.truncated_by.get(why);
+        let n = u.truncated_by.get(why);
         if n > 0 {
             out.push(Diagnostic {
                 kind: Kind::UnwindCutShort,
                 reason: Some(why.name()),
+                profile,
                 count: n,
                 message: format!("stacks cut short: {}", why.explain()),
             });
         }
     }
-    out
 }
 
 /// Up to three paths of the modules in `list`, for a message.
@@ -410,6 +438,7 @@ mod tests {
             modules: &[],
             vdso_error: None,
             unwind: &unwind,
+            other_stacks: &[],
             unwind_errors: &[],
             unmapped_frames: 0,
             jit: &Default::default(),
@@ -430,6 +459,47 @@ mod tests {
     }
 
     #[test]
+    fn other_profiles_stacks_are_listed_under_their_name() {
+        let mut cpu = UnwindStats::default();
+        *cpu.truncated_by.get_mut(CutShort::StackCopyEnded) += 5;
+        let mut off_cpu = UnwindStats::default();
+        *off_cpu.truncated_by.get_mut(CutShort::StackCopyEnded) += 2;
+        off_cpu.scanned_frames = 4;
+        let d = gather(&Sources {
+            bytes_discarded: 0,
+            lost: &BTreeMap::new(),
+            modules: &[],
+            vdso_error: None,
+            unwind: &cpu,
+            other_stacks: &[("off-cpu", &off_cpu), ("event", &UnwindStats::default())],
+            unwind_errors: &[],
+            unmapped_frames: 0,
+            jit: &Default::default(),
+            heap: None,
+        });
+        let got: Vec<(Kind, Option<&str>, Option<&str>, u64)> = d
+            .iter()
+            .map(|d| (d.kind, d.reason, d.profile, d.count))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Kind::UnwindCutShort, Some("stack_copy_ended"), None, 5),
+                (Kind::UnwindStackScanned, None, Some("off-cpu"), 4),
+                (
+                    Kind::UnwindCutShort,
+                    Some("stack_copy_ended"),
+                    Some("off-cpu"),
+                    2
+                ),
+            ]
+        );
+        let json = serde_json::to_value(&d).unwrap();
+        assert!(json[0].get("profile").is_none(), "{json}");
+        assert_eq!(json[2]["profile"], "off-cpu");
+    }
+
+    #[test]
     fn what_rec_could_not_record_is_listed_by_kind() {
         let lost = BTreeMap::from([
             ("undecodable".to_string(), 2),
@@ -444,6 +514,7 @@ mod tests {
             modules: &[],
             vdso_error: Some("not an ELF file"),
             unwind: &UnwindStats::default(),
+            other_stacks: &[],
             unwind_errors: &["/lib/libx.so: bad section".to_string()],
             unmapped_frames: 0,
             jit: &Default::default(),
@@ -500,6 +571,7 @@ mod tests {
             modules: &modules,
             vdso_error: None,
             unwind: &UnwindStats::default(),
+            other_stacks: &[],
             unwind_errors: &[],
             unmapped_frames: 0,
             jit: &Default::default(),

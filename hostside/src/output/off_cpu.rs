@@ -32,6 +32,10 @@ pub struct OffCpuJson {
     /// root); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wakeups: Option<crate::output::wakers::WakeupsJson>,
+    /// How the blocking stacks unwound, one count per stack (not weighted by time), as
+    /// `cpu.stack_unwinding` for the CPU samples; absent when no stack was unwound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack_unwinding: Option<crate::unwinding::UnwindStats>,
 }
 
 /// One function's off-CPU time.
@@ -115,6 +119,7 @@ pub fn json(p: &OffCpuProfile, top: usize) -> OffCpuJson {
             .wakers
             .as_ref()
             .map(|w| crate::output::wakers::json(prof, w, top)),
+        stack_unwinding: (prof.unwind.total() > 0).then_some(prof.unwind),
     }
 }
 

@@ -208,10 +208,13 @@ pub fn diagnostics(out: &mut dyn Write, list: &[Diagnostic]) -> io::Result<()> {
     }
     writeln!(out, "\nDiagnostics (what the analysis fell back on)")?;
     for d in list {
-        let kind = match d.reason {
+        let mut kind = match d.reason {
             Some(r) => format!("{} ({r})", d.kind.name()),
             None => d.kind.name().to_string(),
         };
+        if let Some(p) = d.profile {
+            kind = format!("{kind}, {p} stacks");
+        }
         writeln!(out, "  {:>8}  {kind}: {}", d.count, d.message)?;
     }
     Ok(())
