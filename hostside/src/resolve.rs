@@ -30,6 +30,11 @@ pub struct ModuleInfo {
     pub dwarf_error: Option<String>,
     /// Whether its DWARF was turned off after the parser panicked during a lookup.
     pub dwarf_disabled: bool,
+    /// Addresses whose DWARF lookup failed part way (named from the symbol tables instead,
+    /// or with their inline chain cut short).
+    pub dwarf_lookup_errors: u64,
+    /// Compilation units of its debug file that did not parse and were skipped.
+    pub dwarf_unreadable_units: u64,
     /// Other sources that were present but unusable (MiniDebugInfo, an unreadable image).
     pub warnings: Vec<String>,
     /// Why fetching it from debuginfod failed, if it was tried and failed.
@@ -172,6 +177,8 @@ impl Resolver {
                     load_error: self.loaded[i].get().and_then(|r| r.as_ref().err().cloned()),
                     dwarf_error: loaded.and_then(|m| m.dwarf_error().map(str::to_string)),
                     dwarf_disabled: loaded.is_some_and(|m| m.dwarf_disabled()),
+                    dwarf_lookup_errors: loaded.map_or(0, |m| m.dwarf_lookup_errors()),
+                    dwarf_unreadable_units: loaded.map_or(0, |m| m.dwarf_unreadable_units()),
                     warnings: loaded.map_or_else(Vec::new, |m| {
                         m.warnings()
                             .iter()

@@ -200,6 +200,47 @@ fn damaged_debug_file_missing_module_and_cut_short_stacks_are_each_listed() {
     assert_eq!(text_diagnostics(&text), diags, "{text}");
 }
 
+/// Issue 26: DWARF that fails quietly is counted. `cpu_split.c` (one compilation unit) with
+/// the version of its line table header (`.debug_line`) overwritten: the file still loads, but
+/// its unit no longer parses and is skipped, as addr2line skips it, so its addresses are named
+/// from the symbol table. `dwarf-units-unreadable` counts that one unit, and the split between
+/// `hot_a` and `hot_b` still holds.
+#[test]
+fn skipped_dwarf_units_are_counted() {
+    let p = build("cpu_split.c", "cpu-split-bad-lines", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    add_host_debug_files(&p.sysroot);
+    let units = String::from_utf8(
+        Command::new("readelf")
+            .arg("--debug-dump=info")
+            .arg(&p.unstripped)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .matches("Compilation Unit @")
+    .count();
+    assert_eq!(units, 1, "cpu_split.c is one compilation unit");
+    let (offset, _) = section(&p.unstripped, ".debug_line");
+    let mut data = std::fs::read(&p.unstripped).unwrap();
+    // 32-bit DWARF: unit_length (4 bytes), then the version (2 bytes).
+    data[offset + 4] = 0x7f;
+    data[offset + 5] = 0x7f;
+    std::fs::write(&p.unstripped, data).unwrap();
+    let recording = scratch().join("cpu-split-bad-lines.zst");
+    record(&recording, &[], &[p.board.to_str().unwrap(), "600"]);
+    let report = report_json(&recording, Some(&p.sysroot));
+    let diags = json_diagnostics(&report);
+    assert!(!diags.contains_key("debug-info-damaged"), "{diags:?}");
+    assert_eq!(diags.get("dwarf-units-unreadable"), Some(&1), "{diags:?}");
+    let hot_a = function(&report, "hot_a").unwrap();
+    assert!(hot_a["file"].is_null(), "named from the symbol table: {hot_a}");
+    let (a, b) = (count(&report, "hot_a", "self"), count(&report, "hot_b", "self"));
+    let share = share(a, b);
+    assert!((70.0..=80.0).contains(&share), "hot_a's share {share:.1}%");
+}
+
 /// Issue 26: the stacks of every profile in the report, not only the CPU samples', have
 /// their fallbacks listed. `off_cpu.c` recorded with `--off-cpu` and stack copies too small to
 /// hold any blocking stack (`--off-cpu-stack 64`): the off-CPU profile's cut-short stacks are listed under

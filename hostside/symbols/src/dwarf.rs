@@ -10,6 +10,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use object::{CompressionFormat, Object, ObjectSection};
@@ -33,6 +34,11 @@ const MAX_FRAMES: usize = 64;
 /// A file's DWARF, ready for lookups from any thread.
 pub(crate) struct Dwarf {
     context: Mutex<Contexts>,
+    /// Lookups whose DWARF failed part way (a damaged unit, line program or inline entry):
+    /// the address is then named from the symbol tables or with a shortened inline chain.
+    lookup_errors: AtomicU64,
+    /// Compilation units skipped because they did not parse (see [`Dwarf::unreadable_units`]).
+    unreadable_units: u64,
 }
 
 /// How a file's units are looked up.
@@ -66,10 +72,15 @@ impl Dwarf {
         // overflow check, say) loses this file's DWARF, not the whole run.
         let context = std::panic::catch_unwind(AssertUnwindSafe(|| {
             if refers_across_units(&dwarf) {
+                let unreadable = unreadable_units(&dwarf);
                 dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
-                addr2line::Context::from_dwarf(dwarf).map(|c| Contexts::Whole(Box::new(c)))
+                addr2line::Context::from_dwarf(dwarf)
+                    .map(|c| (Contexts::Whole(Box::new(c)), unreadable))
             } else {
-                LazyUnits::index(dwarf).map(|lazy| Contexts::Lazy(Box::new(lazy)))
+                LazyUnits::index(dwarf).map(|lazy| {
+                    let unreadable = lazy.unreadable();
+                    (Contexts::Lazy(Box::new(lazy)), unreadable)
+                })
             }
         }))
         .map_err(|_| Error::ParserPanic {
@@ -80,7 +91,10 @@ impl Dwarf {
             path: path.to_path_buf(),
             source,
         })?;
+        let (context, unreadable_units) = context;
         Ok(Some(Dwarf {
+            lookup_errors: AtomicU64::new(0),
+            unreadable_units,
             context: Mutex::new(context),
         }))
     }
@@ -93,17 +107,36 @@ impl Dwarf {
         if svma == u64::MAX {
             return Vec::new();
         }
+        let mut failed = false;
         // The guard lives inside the closure, so a panic poisons the lock on its way out.
         let lookup = || {
             self.context
                 .lock()
                 .map(|mut contexts| match &mut *contexts {
-                    Contexts::Whole(context) => frames_of(context, svma).unwrap_or_default(),
-                    Contexts::Lazy(units) => frames_lazy(units, svma),
+                    Contexts::Whole(context) => {
+                        frames_of(context, svma, &mut failed).unwrap_or_default()
+                    }
+                    Contexts::Lazy(units) => frames_lazy(units, svma, &mut failed),
                 })
                 .unwrap_or_default()
         };
-        std::panic::catch_unwind(AssertUnwindSafe(lookup)).unwrap_or_default()
+        let frames = std::panic::catch_unwind(AssertUnwindSafe(lookup)).unwrap_or_default();
+        if failed {
+            self.lookup_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        frames
+    }
+
+    /// Compilation units that did not parse (their root entry, abbreviations or line table
+    /// header damaged): addr2line skips them, so every address in them is named from the
+    /// symbol tables, without file:line or inlined functions.
+    pub(crate) fn unreadable_units(&self) -> u64 {
+        self.unreadable_units
+    }
+
+    /// Lookups so far whose DWARF failed part way (see [`Dwarf::frames`]).
+    pub(crate) fn lookup_errors(&self) -> u64 {
+        self.lookup_errors.load(Ordering::Relaxed)
     }
 
     /// True once a lookup panicked inside addr2line: this file's DWARF is off from then on
@@ -111,6 +144,19 @@ impl Dwarf {
     pub(crate) fn disabled(&self) -> bool {
         self.context.is_poisoned()
     }
+}
+
+/// How many compilation units of `dwarf` do not parse: those addr2line's whole-file context
+/// skips without a word.
+fn unreadable_units(dwarf: &gimli::Dwarf<Reader>) -> u64 {
+    let mut n = 0;
+    let mut headers = dwarf.units();
+    while let Ok(Some(header)) = headers.next() {
+        if dwarf.unit(header).is_err() {
+            n += 1;
+        }
+    }
+    n
 }
 
 /// The DWARF sections of `file` that addr2line reads, or `None` when it has no
@@ -142,13 +188,15 @@ pub(crate) fn sections(
 }
 
 /// The frames from the first unit covering `svma` that knows the address, trying the units
-/// in the order a whole-file context does.
-pub(crate) fn frames_lazy(units: &mut LazyUnits, svma: u64) -> Vec<SymFrame> {
+/// in the order a whole-file context does. Sets `failed` when a unit that covers the address
+/// could not be parsed or its lookup failed.
+pub(crate) fn frames_lazy(units: &mut LazyUnits, svma: u64, failed: &mut bool) -> Vec<SymFrame> {
     for id in units.candidates(svma) {
         let Some(context) = units.context(id) else {
+            *failed = true;
             continue;
         };
-        match frames_of(context, svma) {
+        match frames_of(context, svma, failed) {
             Some(frames) if frames.is_empty() => continue,
             Some(frames) => return frames,
             None => return Vec::new(),
@@ -158,16 +206,29 @@ pub(crate) fn frames_lazy(units: &mut LazyUnits, svma: u64) -> Vec<SymFrame> {
 }
 
 /// The inline chain `context` gives for `svma`: empty when no unit of it knows the address,
-/// `None` when the lookup failed (damaged DWARF).
-pub(crate) fn frames_of(context: &addr2line::Context<Reader>, svma: u64) -> Option<Vec<SymFrame>> {
+/// `None` when the lookup failed (damaged DWARF). Sets `failed` on any error, also one that
+/// only cut the inline chain short.
+pub(crate) fn frames_of(
+    context: &addr2line::Context<Reader>,
+    svma: u64,
+    failed: &mut bool,
+) -> Option<Vec<SymFrame>> {
     let mut out = Vec::new();
-    let mut iter = context.find_frames(svma).skip_all_loads().ok()?;
+    let Ok(mut iter) = context.find_frames(svma).skip_all_loads() else {
+        *failed = true;
+        return None;
+    };
     while out.len() < MAX_FRAMES {
         let frame = match iter.next() {
             Ok(Some(frame)) => frame,
             Ok(None) => break,
-            Err(_) if out.is_empty() => return None,
-            Err(_) => break,
+            Err(_) => {
+                *failed = true;
+                if out.is_empty() {
+                    return None;
+                }
+                break;
+            }
         };
         let function = frame
             .function

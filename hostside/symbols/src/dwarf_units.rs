@@ -49,6 +49,9 @@ pub(crate) struct LazyUnits {
     units: Vec<UnitSpan>,
     ranges: Vec<UnitRange>,
     contexts: HashMap<usize, Option<addr2line::Context<Reader>>>,
+    /// Units whose root entry did not parse (a damaged abbreviation or line table header):
+    /// skipped, as addr2line skips them, so their addresses are named from the symbol tables.
+    unreadable: u64,
 }
 
 impl LazyUnits {
@@ -64,6 +67,7 @@ impl LazyUnits {
 
         let mut units = Vec::new();
         let mut ranges = Vec::new();
+        let mut unreadable = 0;
         let mut iter = sections.units();
         while let Some(header) = iter.next()? {
             let Some(info_offset) = header.offset().as_debug_info_offset() else {
@@ -78,6 +82,7 @@ impl LazyUnits {
             let address_size = header.address_size();
             // Parsed for its root entry and dropped before the next unit.
             let Ok(unit) = sections.unit(header) else {
+                unreadable += 1;
                 continue;
             };
             let unit = gimli::UnitRef::new(&sections, &unit);
@@ -136,7 +141,13 @@ impl LazyUnits {
             units,
             ranges,
             contexts: HashMap::new(),
+            unreadable,
         })
+    }
+
+    /// Units skipped because their root entry did not parse.
+    pub(crate) fn unreadable(&self) -> u64 {
+        self.unreadable
     }
 
     /// The units whose ranges contain `probe`, in the order addr2line tries them.

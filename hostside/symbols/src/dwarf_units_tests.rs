@@ -60,8 +60,12 @@ fn compare(path: &Path) -> (usize, usize, usize) {
     let mut lazy = LazyUnits::index(dwarf).expect("index");
     let mut found = 0;
     for probe in probes(&file) {
-        let expected = frames_of(&whole, probe).unwrap_or_default();
-        assert_eq!(frames_lazy(&mut lazy, probe), expected, "at {probe:#x}");
+        let expected = frames_of(&whole, probe, &mut false).unwrap_or_default();
+        assert_eq!(
+            frames_lazy(&mut lazy, probe, &mut false),
+            expected,
+            "at {probe:#x}"
+        );
         found += usize::from(!expected.is_empty());
     }
     (found, lazy.parsed(), total)
@@ -87,7 +91,7 @@ fn one_lookup_parses_one_unit() {
         .address();
     let dwarf = sections(&file, &backing, &path).unwrap().expect("DWARF");
     let mut lazy = LazyUnits::index(dwarf).expect("index");
-    let frames = frames_lazy(&mut lazy, malloc);
+    let frames = frames_lazy(&mut lazy, malloc, &mut false);
     let outer = frames.last().expect("frames at malloc");
     assert_eq!(outer.function.as_deref(), Some("__GI___libc_malloc"));
     assert!(outer

@@ -247,6 +247,19 @@ impl Module {
         self.dwarf_error.as_deref()
     }
 
+    /// Compilation units of the debug file that did not parse and were skipped: their
+    /// addresses are named from the symbol tables, without file:line or inlined functions.
+    pub fn dwarf_unreadable_units(&self) -> u64 {
+        self.dwarf.as_ref().map_or(0, |d| d.unreadable_units())
+    }
+
+    /// Lookups so far whose DWARF failed part way (a damaged unit, line program or inline
+    /// entry, found only when an address falls in it): each address was named from the symbol
+    /// tables instead, or with its inline chain cut short.
+    pub fn dwarf_lookup_errors(&self) -> u64 {
+        self.dwarf.as_ref().map_or(0, |d| d.lookup_errors())
+    }
+
     /// True once a DWARF lookup panicked inside the parser: the module's DWARF is turned off
     /// for the rest of the run and its addresses are named from the symbol tables.
     pub fn dwarf_disabled(&self) -> bool {
