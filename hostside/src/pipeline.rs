@@ -106,8 +106,7 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
         summary = recording.for_each_metadata(|r| {
             match &r {
                 Record::Lost(l) => {
-                    let n = lost.entry(l.kind.clone()).or_default();
-                    *n = n.saturating_add(l.count);
+                    l.tally(&mut lost);
                     if l.kind == "samples" {
                         LostMark::push(&mut lost_marks, l.time, l.count);
                     }

@@ -235,8 +235,14 @@ fn skipped_dwarf_units_are_counted() {
     assert!(!diags.contains_key("debug-info-damaged"), "{diags:?}");
     assert_eq!(diags.get("dwarf-units-unreadable"), Some(&1), "{diags:?}");
     let hot_a = function(&report, "hot_a").unwrap();
-    assert!(hot_a["file"].is_null(), "named from the symbol table: {hot_a}");
-    let (a, b) = (count(&report, "hot_a", "self"), count(&report, "hot_b", "self"));
+    assert!(
+        hot_a["file"].is_null(),
+        "named from the symbol table: {hot_a}"
+    );
+    let (a, b) = (
+        count(&report, "hot_a", "self"),
+        count(&report, "hot_b", "self"),
+    );
     let share = share(a, b);
     assert!((70.0..=80.0).contains(&share), "hot_a's share {share:.1}%");
 }

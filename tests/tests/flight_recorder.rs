@@ -210,3 +210,55 @@ fn kill_9_at_random_moments_leaves_one_readable_recording() {
     }
     eprintln!("segments deleted in at least one round: {deleted_seen}");
 }
+
+/// Issue 26: a segment rec cannot delete is not silently counted as freed. While rec records
+/// into 64 KiB, segment 1 is swapped for a non-empty directory of the same name after it
+/// closed and before rec retires it (segment 4 starts before it would): rec's delete fails,
+/// rec writes that into the recording, and `hostside info` and `report` say so, once.
+#[test]
+fn a_segment_rec_cannot_delete_is_reported() {
+    let p = build("cpu_phases.c", "cpu_phases", &["-O2"]);
+    let out = scratch().join("stuck-segment.zst");
+    let child = Command::new(rec())
+        .args(["-F", "4999", "--max-size", &MAX.to_string(), "--out"])
+        .arg(&out)
+        .arg("--")
+        .arg(&p.board)
+        .args(["0.2", "0.2", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run rec");
+    let segment = |i: u32| crossprof_format::segment_path(&out, i);
+    let start = std::time::Instant::now();
+    while !segment(2).exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no second segment after 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        !segment(4).exists(),
+        "rec reached segment 4 before the test could act"
+    );
+    std::fs::remove_file(segment(1)).expect("remove segment 1");
+    std::fs::create_dir_all(segment(1).join("stuck")).expect("mkdir");
+    let o = child.wait_with_output().expect("wait for rec");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(segment(1).is_dir(), "rec removed the directory");
+    let i = info(&out);
+    assert_eq!(i["lost"]["segment-delete-failed"], 1, "{i:#}");
+    let text = hostside_ok(&["info", out.to_str().unwrap()]);
+    assert!(text.contains("segment-delete-failed=1"), "{text}");
+    let r = report_json(&out, None);
+    let stuck: Vec<&Value> = r["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["kind"] == "segment-delete-failed")
+        .collect();
+    assert_eq!(stuck.len(), 1, "{:#}", r["diagnostics"]);
+    assert_eq!(stuck[0]["count"], 1);
+    let _ = std::fs::remove_dir_all(segment(1));
+}

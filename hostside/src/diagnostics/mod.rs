@@ -87,6 +87,10 @@ pub enum Kind {
     DwarfLookupFailed,
     /// Compilation units that did not parse and were skipped (count: units).
     DwarfUnitsUnreadable,
+    /// Old segments of a `--max-size` recording rec could not delete (count: segments).
+    SegmentDeleteFailed,
+    /// Directory syncs after a segment was created or deleted that failed (count: syncs).
+    DirectorySyncFailed,
     /// Other symbol sources present but unusable: MiniDebugInfo, an unreadable image (count:
     /// modules).
     SymbolSourceDamaged,
@@ -148,6 +152,8 @@ impl Kind {
             Kind::DwarfDisabled => "dwarf-disabled",
             Kind::DwarfLookupFailed => "dwarf-lookup-failed",
             Kind::DwarfUnitsUnreadable => "dwarf-units-unreadable",
+            Kind::SegmentDeleteFailed => "segment-delete-failed",
+            Kind::DirectorySyncFailed => "directory-sync-failed",
             Kind::SymbolSourceDamaged => "symbol-source-damaged",
             Kind::VdsoUnparsed => "vdso-unparsed",
             Kind::UnwindCutShort => "unwind-cut-short",
@@ -252,6 +258,22 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
         lost("heap-rings-unreadable"),
         "heap interposer rings rec refused or could not read (a libcrossprof_heap.so from \
          another release? see CROSSPROF_HEAP_LIB): those processes' heap events are missing"
+            .into(),
+    );
+    add(
+        Kind::SegmentDeleteFailed,
+        lost("segment-delete-failed"),
+        "rec could not delete old segments of this --max-size recording: they stay on disk \
+         and count against the bound, so newer segments were deleted in their place; check \
+         the board's file system (read-only, failing)"
+            .into(),
+    );
+    add(
+        Kind::DirectorySyncFailed,
+        lost("directory-sync-failed"),
+        "rec could not sync the recording's directory after creating or deleting a segment: \
+         after a power loss those segment files may be missing or back; check the board's \
+         file system"
             .into(),
     );
     add(

@@ -82,6 +82,8 @@ fn what_rec_could_not_record_is_listed_by_kind() {
         ("enable-failed".to_string(), 4),
         ("heap-rings-unreadable".to_string(), 3),
         ("heap".to_string(), 7),
+        ("segment-delete-failed".to_string(), 5),
+        ("directory-sync-failed".to_string(), 6),
     ]);
     let d = gather(&Sources {
         bytes_discarded: 100,
@@ -105,11 +107,13 @@ fn what_rec_could_not_record_is_listed_by_kind() {
             ("ring-resync", 1),
             ("attach-enable-failed", 4),
             ("heap-rings-unreadable", 3),
+            ("segment-delete-failed", 5),
+            ("directory-sync-failed", 6),
             ("vdso-unparsed", 1),
             ("unwind-sections-failed", 1),
         ]
     );
-    assert!(d[7].message.contains("/lib/libx.so: bad section"));
+    assert!(d[9].message.contains("/lib/libx.so: bad section"));
 }
 
 fn missing(path: &str, addresses: u64) -> ModuleInfo {

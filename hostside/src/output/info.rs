@@ -59,6 +59,10 @@ pub struct Info {
     pub exit_status: Option<i64>,
     /// Samples lost.
     pub lost_samples: u64,
+    /// Every `Lost` record's count, by kind: what the kernel dropped (`samples`), what the
+    /// heap interposer dropped (`heap`), and what `rec` itself could not do, its durability
+    /// errors included (`segment-delete-failed`, `directory-sync-failed`).
+    pub lost: BTreeMap<String, u64>,
     /// Mapped files and their build-ids (hex), by path.
     pub modules: BTreeMap<String, String>,
     /// Segment files read (1 unless recorded with `rec --max-size`).
@@ -80,6 +84,7 @@ pub fn collect(rec: &Recording) -> Info {
     let mut modules = BTreeMap::new();
     let mut exit_status = None;
     let mut lost_samples = 0;
+    let mut lost: BTreeMap<String, u64> = BTreeMap::new();
     let mut last_time = h.start_clock_ns;
     let summary = rec.for_each(|r| {
         let time = match &r {
@@ -127,6 +132,7 @@ pub fn collect(rec: &Recording) -> Info {
                 if l.kind == "samples" {
                     lost_samples += l.count;
                 }
+                l.tally(&mut lost);
                 "lost"
             }
             Record::Rss(_) => "rss",
@@ -164,6 +170,7 @@ pub fn collect(rec: &Recording) -> Info {
         threads: tids.len() as u64,
         exit_status,
         lost_samples,
+        lost,
         modules,
         segments: rec.segment_count() as u64,
         first_segment: rec.segment_range().0,
@@ -238,6 +245,15 @@ pub fn print(out: &mut dyn Write, i: &Info) -> io::Result<()> {
         i.processes, i.threads
     )?;
     writeln!(out, "lost samples  {}", i.lost_samples)?;
+    let other: Vec<String> = i
+        .lost
+        .iter()
+        .filter(|(k, _)| k.as_str() != "samples")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !other.is_empty() {
+        writeln!(out, "rec lost      {}", other.join(" "))?;
+    }
     let recs: Vec<String> = i.records.iter().map(|(k, v)| format!("{k}={v}")).collect();
     writeln!(out, "records       {}", recs.join(" "))?;
     writeln!(out, "modules")?;

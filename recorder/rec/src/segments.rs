@@ -63,10 +63,19 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Creates (truncating) the recording's first file, after removing segment files a previous
 /// recording at the same path left (`FILE.1`, `FILE.2`, ...: exactly the files `hostside`
 /// would read with it, see [`crossprof_format::numbered_segments`]), so that they are never
-/// read as part of this one.
+/// read as part of this one. One that cannot be removed is an error naming it: it would be.
 pub fn create_first(base: &Path) -> io::Result<File> {
     for (_, stale) in crossprof_format::numbered_segments(base) {
-        let _ = std::fs::remove_file(stale);
+        std::fs::remove_file(&stale).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot remove {}, a segment of an earlier recording at this path that \
+                     hostside would read as part of this one: {e}",
+                    stale.display()
+                ),
+            )
+        })?;
     }
     create(base)
 }
@@ -80,16 +89,34 @@ fn create(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Makes the directory's entries (a created or deleted segment) durable.
-fn sync_dir(base: &Path) {
+/// Makes the directory's entries (a created or deleted segment) durable; false when it could
+/// not (the directory could not be opened or synced).
+fn sync_dir(base: &Path) -> bool {
     let dir = match base.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+    File::open(dir).and_then(|d| d.sync_all()).is_ok()
 }
+
+/// What went wrong keeping the segments durable and within the bound since the recording
+/// began: rec writes each total as a `Lost` record (kinds [`DIR_SYNC_FAILED`] and
+/// [`DELETE_FAILED`], running totals: see `crossprof_format::Lost::RUNNING_TOTALS`) at the
+/// start of every segment, so that the newest segments tell it whatever was deleted; `hostside
+/// info` and `report` show it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DurabilityErrors {
+    /// Directory syncs that failed: a created or deleted segment may not survive power loss.
+    pub dir_sync_failed: u64,
+    /// Segment deletes that failed: the file stays on disk and its bytes still count
+    /// against `--max-size` (newer segments are deleted in its place).
+    pub delete_failed: u64,
+}
+
+/// The `Lost` kind of a failed directory sync.
+pub const DIR_SYNC_FAILED: &str = "directory-sync-failed";
+/// The `Lost` kind of a failed segment delete.
+pub const DELETE_FAILED: &str = "segment-delete-failed";
 
 /// The segments of a `--max-size` recording: which exist, and when to start the next.
 /// Holds a few paths and sizes (at most SIZE / segment size + 1), nothing per record.
@@ -109,6 +136,11 @@ pub struct Segments {
     /// Bytes of the current segment's header and state: a segment ends only after more, so
     /// state larger than a segment cannot make every record start a new one.
     prologue: u64,
+    /// Segments that could not be deleted, with their sizes: still on disk, so still counted,
+    /// and tried again at every retirement.
+    stuck: Vec<(PathBuf, u64)>,
+    /// Errors since the recording began (see [`Segments::errors`]).
+    errors: DurabilityErrors,
 }
 
 impl Segments {
@@ -128,6 +160,19 @@ impl Segments {
             ratio: (1, 1),
             seen: (0, 0),
             prologue: 0,
+            stuck: Vec::new(),
+            errors: DurabilityErrors::default(),
+        }
+    }
+
+    /// The errors since the recording began, to be written into each new segment.
+    pub fn errors(&self) -> DurabilityErrors {
+        self.errors
+    }
+
+    fn sync_dir(&mut self) {
+        if !sync_dir(&self.base) {
+            self.errors.dir_sync_failed += 1;
         }
     }
 
@@ -166,28 +211,40 @@ impl Segments {
             ..self.header.clone()
         };
         let w = FrameWriter::new(Disk::Inline(create(&path)?), &header)?;
-        sync_dir(&self.base);
+        self.sync_dir();
         self.seen = (w.bytes_written(), 0);
         Ok(w)
     }
 
     /// Deletes the oldest closed segments until they take at most three quarters of the
     /// bound, the room a full current segment needs. Called once the new segment's state is on disk (written by `w`).
+    /// A segment that cannot be deleted (a read-only or failing file system) stays counted,
+    /// so newer ones go in its place; it is tried again each time.
     pub fn retire(&mut self, w: &FrameWriter<Disk>) {
         self.prologue = w.bytes_written();
         let room = self.max_total - self.max_total / 4;
-        let mut total: u64 = self.closed.iter().map(|(_, n)| n).sum();
         let mut deleted = false;
+        self.stuck.retain(|(path, _)| {
+            let gone = std::fs::remove_file(path).is_ok();
+            deleted |= gone;
+            !gone
+        });
+        let stuck: u64 = self.stuck.iter().map(|(_, n)| n).sum();
+        let mut total: u64 = stuck + self.closed.iter().map(|(_, n)| n).sum::<u64>();
         while total > room {
             let Some((path, size)) = self.closed.pop_front() else {
                 break;
             };
-            let _ = std::fs::remove_file(&path);
-            total -= size;
-            deleted = true;
+            if std::fs::remove_file(&path).is_ok() {
+                total -= size;
+                deleted = true;
+            } else {
+                self.errors.delete_failed += 1;
+                self.stuck.push((path, size));
+            }
         }
         if deleted {
-            sync_dir(&self.base);
+            self.sync_dir();
         }
     }
 }
@@ -286,9 +343,61 @@ mod tests {
             .filter(|&i| segment_path(&base, i).exists())
             .collect();
         assert_eq!(left, vec![7, 8, 9, 10]);
+        assert_eq!(s.errors(), DurabilityErrors::default());
         let bytes = std::fs::read(segment_path(&base, 10)).unwrap();
         let r = crossprof_format::Reader::new(&bytes).unwrap();
         assert_eq!((r.header().segment, r.header().segment_start_ns), (10, 10));
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_segment_that_cannot_be_deleted_is_reported_and_still_counted() {
+        let dir = std::env::temp_dir().join(format!("rec-seg-stuck-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let base = dir.join("t.zst");
+        let header = Header {
+            format_version: crossprof_format::FORMAT_VERSION,
+            ..Default::default()
+        };
+        let mut w = FrameWriter::new(Disk::Inline(create_first(&base).unwrap()), &header).unwrap();
+        let mut s = Segments::new(&base, 256 << 10, header);
+        for i in 1..=4u32 {
+            (s.segment_limit, s.prologue) = (0, 0);
+            assert!(s.due(&mut w).unwrap());
+            s.segment_limit = 64 << 10;
+            w = s.next(w, u64::from(i)).unwrap();
+        }
+        // Segment 0 becomes a non-empty directory: removing it as a file fails.
+        std::fs::remove_file(&base).unwrap();
+        std::fs::create_dir_all(base.join("x")).unwrap();
+        for (_, n) in s.closed.iter_mut() {
+            *n = 60 << 10;
+        }
+        s.retire(&w);
+        // 0 stays, still counted, so 1 goes in its place: 0, 2, 3 and the current 4 remain.
+        let left: Vec<u32> = (0..=4)
+            .filter(|&i| segment_path(&base, i).exists())
+            .collect();
+        assert_eq!(left, vec![0, 2, 3, 4]);
+        assert_eq!(
+            s.errors(),
+            DurabilityErrors {
+                dir_sync_failed: 0,
+                delete_failed: 1
+            }
+        );
+        // Once it can be deleted, the next retirement does.
+        std::fs::remove_dir_all(&base).unwrap();
+        std::fs::write(&base, b"x").unwrap();
+        s.retire(&w);
+        assert!(!base.exists());
+        // Totals since the start: the failure is still told.
+        assert_eq!(s.errors().delete_failed, 1);
+        for kind in [DELETE_FAILED, DIR_SYNC_FAILED] {
+            assert!(crossprof_format::Lost::RUNNING_TOTALS.contains(&kind));
+        }
         drop(w);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -124,11 +124,28 @@ pub struct Lost {
     /// that could not be enabled when attaching) and `heap-rings-unreadable` (interposer rings
     /// rec refused or could not read: those processes' heap events are missing) and
     /// `untracked-process` (`rec -a` met more processes at once than it tracks and did not
-    /// read their maps from /proc).
+    /// read their maps from /proc); and `rec`'s durability errors, running totals (see
+    /// [`Lost::RUNNING_TOTALS`]): `segment-delete-failed` and `directory-sync-failed`.
     pub kind: String,
 }
 
 impl Lost {
+    /// Kinds whose count is a running total since the recording began, written again at the
+    /// start of every `--max-size` segment so that it outlives the segment that first told
+    /// it: a reader takes the largest count of these, and sums the others.
+    pub const RUNNING_TOTALS: [&'static str; 2] =
+        ["segment-delete-failed", "directory-sync-failed"];
+
+    /// Adds this record to `totals`, counts by kind, as [`Lost::RUNNING_TOTALS`] says.
+    pub fn tally(&self, totals: &mut std::collections::BTreeMap<String, u64>) {
+        let n = totals.entry(self.kind.clone()).or_default();
+        *n = if Self::RUNNING_TOTALS.contains(&self.kind.as_str()) {
+            (*n).max(self.count)
+        } else {
+            n.saturating_add(self.count)
+        };
+    }
+
     pub(super) fn encode(&self, e: &mut Enc<'_>) {
         e.u64(self.time);
         e.u64(self.count);

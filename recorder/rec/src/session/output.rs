@@ -119,7 +119,12 @@ impl Output {
         if let Some(w) = &self.writer {
             s.retire(w);
         }
+        let errors = s.errors();
         self.segments = Some(s);
+        // Running totals, into every new segment: the newest ones tell them whatever was
+        // deleted.
+        self.lost(crate::segments::DIR_SYNC_FAILED, errors.dir_sync_failed);
+        self.lost(crate::segments::DELETE_FAILED, errors.delete_failed);
     }
 
     pub(super) fn flush(&mut self) {
