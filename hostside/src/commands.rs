@@ -11,7 +11,6 @@ use crate::analysis::diff::diff;
 use crate::analysis::events::{self, EventProfile};
 use crate::analysis::heap::{self, EventSampling, HeapMetric, HeapOptions};
 use crate::analysis::off_cpu_profile::{self, OffCpuProfile};
-use crate::analysis::thread_timeline;
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
 use crate::diagnostics::Kind;
 use crate::filter::Filter;
@@ -82,7 +81,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let mut out = io::stdout().lock();
             let origin = ctx.header.start_clock_ns;
             if json {
-                let timeline = thread_timeline::build(&l);
+                let timeline = l.timeline(None);
                 let sections = json::Sections {
                     event: chosen.as_ref(),
                     heap: profile.as_ref(),
@@ -94,14 +93,14 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 o::event::report(&mut out, &ctx, e, top)?;
             } else if let (true, Some(w)) = (off_cpu, &waits) {
                 off_cpu_text::report(&mut out, &ctx, w, top)?;
-                if let Some(t) = thread_timeline::build(&l) {
+                if let Some(t) = l.timeline(None) {
                     o::timeline::text(&mut out, &t, origin, top)?;
                 }
             } else if let (true, Some(p)) = (heap_text, &profile) {
                 heap_text::heap_report(&mut out, &ctx, p, top)?;
             } else {
                 text::cpu_report(&mut out, &ctx, &l.cpu, top)?;
-                if let Some(t) = thread_timeline::build(&l) {
+                if let Some(t) = l.timeline(None) {
                     o::timeline::text(&mut out, &t, origin, top)?;
                 }
             }
@@ -218,10 +217,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 .into_iter()
                 .collect();
             let ctx = l.context(heap.as_ref(), &more);
-            let timeline = l
-                .has_switches
-                .then(|| thread_timeline::build_on(&l, Some(grid)))
-                .flatten();
+            let timeline = l.has_switches.then(|| l.timeline(Some(grid))).flatten();
             let profiles = o::html::Profiles {
                 cpu: &l.cpu,
                 heap: heap.as_ref(),

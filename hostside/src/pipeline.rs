@@ -22,6 +22,7 @@ use crossprof_symbols::Lookup;
 
 use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::heap::{self, HeapOptions, HeapProfile};
+use crate::analysis::thread_timeline::{self, Grid, ThreadTimeline, TimelineEvents};
 use crate::diagnostics::{self, Sources};
 use crate::filter::{Filter, Tasks, Window};
 use crate::output::context::{LostMark, ModuleRow, ReportContext};
@@ -62,6 +63,8 @@ pub struct Loaded {
     /// The part of the recording analysed (`--from/--to/--pid/--tid`): [`Loaded::cpu`] holds
     /// only its samples, and the other analyses read it from here.
     pub window: Window,
+    /// The threads' lives as the metadata pass saw them, for [`Loaded::timeline`].
+    pub timeline_events: TimelineEvents,
 }
 
 /// Opens and analyses `path`; an architecture this hostside does not know is refused (see
@@ -102,8 +105,10 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
     let mut has_samples = false;
     let mut summary = Summary::default();
     let mut tasks = Tasks::default();
+    let mut timeline_events = TimelineEvents::default();
     let processes = Processes::build(&mut |f| {
         summary = recording.for_each_metadata(|r| {
+            timeline_events.observe(&r);
             match &r {
                 Record::Lost(l) => {
                     l.tally(&mut lost);
@@ -185,10 +190,27 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
         has_switches,
         has_samples,
         window,
+        timeline_events,
     })
 }
 
 impl Loaded {
+    /// The threads' timeline within the window ([`thread_timeline::build_on`]), on `grid`'s
+    /// slices when given; from what the metadata pass kept, without reading the file again.
+    pub fn timeline(&self, grid: Option<Grid>) -> Option<ThreadTimeline> {
+        let recorded = thread_timeline::Recorded {
+            processes: &self.processes,
+            window: &self.window,
+            switches: self.has_switches,
+            end: self
+                .recording
+                .header()
+                .start_clock_ns
+                .saturating_add(self.duration_ns),
+        };
+        thread_timeline::build_on(&self.timeline_events, &recorded, grid)
+    }
+
     /// Runs the heap analysis (one more pass over the file, decoded on another thread).
     /// Only the allocations of [`Loaded::window`] count (see [`crate::filter`]).
     pub fn heap(&self, opts: HeapOptions) -> HeapProfile {

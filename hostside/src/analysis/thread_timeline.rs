@@ -5,14 +5,15 @@
 //! to the next switch-out and waits (blocked or preempted) in between. Recordings without
 //! them only know where samples fell: each sample counts its period as running time, and the
 //! rest of the thread's life (its creation, or first sample, to its exit, or last sample) as
-//! waiting. One pass over the file's metadata; memory is one event per switch of the
-//! selected threads.
+//! waiting. No pass of its own: [`TimelineEvents`] keeps what it needs as the recording's
+//! metadata pass goes by (16 bytes per sample, switch and thread start or end).
 
 use std::collections::HashMap;
 
 use crossprof_format::Record;
 
-use crate::pipeline::Loaded;
+use crate::filter::Window;
+use crate::processes::Processes;
 
 /// Slices of the timeline.
 pub const COLUMNS: usize = 60;
@@ -107,49 +108,114 @@ fn spread(slices: &mut [u64], start: u64, slice_ns: u64, a: u64, b: u64) {
     }
 }
 
-/// Builds the timeline of `l`, within its window, in [`COLUMNS`] slices from its first event
-/// to its last. None when nothing was recorded.
-pub fn build(l: &Loaded) -> Option<ThreadTimeline> {
-    build_on(l, None)
+/// What a thread did at one moment, as recorded (the timeline reads it as an [`Ev`] once it
+/// knows whether the recording has switches).
+#[derive(Clone, Copy)]
+enum Raw {
+    Fork,
+    Exit,
+    Switch { out: bool },
+    Sample { period: u64 },
+    EventSample,
+}
+
+/// The timeline's events, per thread, gathered from the records as a pass over the file goes
+/// by ([`TimelineEvents::observe`]), so that building the timeline reads nothing again.
+#[derive(Default)]
+pub struct TimelineEvents {
+    threads: HashMap<(u32, u32), Vec<(u64, Raw)>>,
+    /// The latest `End` record's time.
+    end: u64,
+}
+
+impl TimelineEvents {
+    /// Keeps what `r` says of a thread's life (metadata records suffice: no stack bytes).
+    pub fn observe(&mut self, r: &Record) {
+        let (pid, tid, time, raw) = match r {
+            Record::Switch(s) => (s.pid, s.tid, s.time, Raw::Switch { out: s.out }),
+            Record::Sample(s) => (s.pid, s.tid, s.time, Raw::Sample { period: s.period }),
+            Record::EventSample(e) => (e.sample.pid, e.sample.tid, e.sample.time, Raw::EventSample),
+            Record::Fork(t) => (t.pid, t.tid, t.time, Raw::Fork),
+            Record::Exit(t) => (t.pid, t.tid, t.time, Raw::Exit),
+            Record::End(e) => {
+                self.end = self.end.max(e.time);
+                return;
+            }
+            _ => return,
+        };
+        if time > 0 {
+            self.threads
+                .entry((pid, tid))
+                .or_default()
+                .push((time, raw));
+        }
+    }
+}
+
+/// What the timeline needs of the recording besides its events.
+pub struct Recorded<'a> {
+    /// Thread names.
+    pub processes: &'a Processes,
+    /// The part of the recording analysed.
+    pub window: &'a Window,
+    /// Whether it has context-switch records (exact running times).
+    pub switches: bool,
+    /// The recording's end on the board clock (its start plus its duration), ns.
+    pub end: u64,
+}
+
+/// Builds the timeline of the recorded `events`, within the window, in [`COLUMNS`] slices
+/// from its first event to its last. None when nothing was recorded.
+pub fn build(events: &TimelineEvents, rec: &Recorded<'_>) -> Option<ThreadTimeline> {
+    build_on(events, rec, None)
 }
 
 /// [`build`] on the slices of `grid` instead (the HTML report's, whose time selection must
 /// add up exactly): a slice's times count only where they lie in both the grid's counted
 /// part and the window.
-pub fn build_on(l: &Loaded, grid: Option<Grid>) -> Option<ThreadTimeline> {
-    let header = l.recording.header();
-    let switches = l.has_switches;
-    let mut threads: HashMap<(u32, u32), Vec<(u64, Ev)>> = HashMap::new();
+pub fn build_on(
+    events: &TimelineEvents,
+    rec: &Recorded<'_>,
+    grid: Option<Grid>,
+) -> Option<ThreadTimeline> {
+    let switches = rec.switches;
     let mut first = u64::MAX;
-    let mut last = header.start_clock_ns.saturating_add(l.duration_ns);
-    let w = &l.window;
-    l.recording.for_each_metadata(|r| {
-        let (pid, tid, time, ev) = match r {
-            Record::Switch(s) if switches => {
-                (s.pid, s.tid, s.time, if s.out { Ev::Out } else { Ev::In })
-            }
-            Record::Sample(s) if !switches => (s.pid, s.tid, s.time, Ev::Sample(s.period)),
-            // With switches, samples only say the thread was alive (as off-CPU analysis
-            // counts a thread's wall time from its first record).
-            Record::Sample(s) => (s.pid, s.tid, s.time, Ev::Sample(0)),
-            Record::EventSample(e) if switches => {
-                let s = &e.sample;
-                (s.pid, s.tid, s.time, Ev::Sample(0))
-            }
-            Record::Fork(t) => (t.pid, t.tid, t.time, Ev::Start),
-            Record::Exit(t) => (t.pid, t.tid, t.time, Ev::End),
-            Record::End(e) => {
-                last = last.max(e.time);
-                return;
-            }
-            _ => return,
-        };
-        if time > 0 && w.keeps_task(pid, tid) {
-            first = first.min(time);
-            last = last.max(time);
-            threads.entry((pid, tid)).or_default().push((time, ev));
+    let mut last = rec.end.max(events.end);
+    let w = rec.window;
+    let mut threads: HashMap<(u32, u32), Vec<(u64, Ev)>> = HashMap::new();
+    for (&(pid, tid), raw) in &events.threads {
+        if !w.keeps_task(pid, tid) {
+            continue;
         }
-    });
+        let evs: Vec<(u64, Ev)> = raw
+            .iter()
+            .filter_map(|&(time, r)| {
+                let ev = match r {
+                    Raw::Switch { out } if switches => {
+                        if out {
+                            Ev::Out
+                        } else {
+                            Ev::In
+                        }
+                    }
+                    Raw::Sample { period } if !switches => Ev::Sample(period),
+                    // With switches, samples only say the thread was alive (as off-CPU
+                    // analysis counts a thread's wall time from its first record).
+                    Raw::Sample { .. } => Ev::Sample(0),
+                    Raw::EventSample if switches => Ev::Sample(0),
+                    Raw::Fork => Ev::Start,
+                    Raw::Exit => Ev::End,
+                    Raw::Switch { .. } | Raw::EventSample => return None,
+                };
+                Some((time, ev))
+            })
+            .collect();
+        if let (Some(a), Some(b)) = (evs.iter().map(|e| e.0).min(), evs.iter().map(|e| e.0).max()) {
+            first = first.min(a);
+            last = last.max(b);
+            threads.insert((pid, tid), evs);
+        }
+    }
     let grid = match grid {
         Some(g) => Grid {
             lo: g.lo.max(w.lo),
@@ -179,7 +245,7 @@ pub fn build_on(l: &Loaded, grid: Option<Grid>) -> Option<ThreadTimeline> {
             let mut row = Row {
                 pid,
                 tid,
-                comm: l.processes.name(tid, u64::MAX).to_string(),
+                comm: rec.processes.name(tid, u64::MAX).to_string(),
                 running: vec![0; columns],
                 waiting: vec![0; columns],
             };
