@@ -247,6 +247,69 @@ fn skipped_dwarf_units_are_counted() {
     assert!((70.0..=80.0).contains(&share), "hot_a's share {share:.1}%");
 }
 
+/// Issue 26: a DWARF lookup that fails part way is counted. `cpu_split.c` with the
+/// abbreviation code of its first function's entry (`DW_TAG_subprogram`, a child of the
+/// unit's root) overwritten with one the unit does not define: the unit still parses, but
+/// reading its functions fails, so each lookup in it fails and its address is named from the
+/// symbol table. `dwarf-lookup-failed` counts them: some, at most the module's distinct
+/// addresses; the split between `hot_a` and `hot_b` holds.
+#[test]
+fn failed_dwarf_lookups_are_counted() {
+    let p = build("cpu_split.c", "cpu-split-bad-die", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    add_host_debug_files(&p.sysroot);
+    let info = String::from_utf8(
+        Command::new("readelf")
+            .arg("--debug-dump=info")
+            .arg(&p.unstripped)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    // ` <1><2b2>: Abbrev Number: 21 (DW_TAG_subprogram)`
+    let die = info
+        .lines()
+        .find(|l| l.trim_start().starts_with("<1><") && l.ends_with("(DW_TAG_subprogram)"))
+        .and_then(|l| l.trim_start().strip_prefix("<1><")?.split_once('>'))
+        .and_then(|(off, _)| usize::from_str_radix(off, 16).ok())
+        .expect("a function entry in the unit");
+    let (offset, _) = section(&p.unstripped, ".debug_info");
+    let mut data = std::fs::read(&p.unstripped).unwrap();
+    assert!(data[offset + die] < 0x7f, "a one-byte abbreviation code");
+    data[offset + die] = 0x7f;
+    std::fs::write(&p.unstripped, data).unwrap();
+    let recording = scratch().join("cpu-split-bad-die.zst");
+    record(&recording, &[], &[p.board.to_str().unwrap(), "600"]);
+    let report = report_json(&recording, Some(&p.sysroot));
+    let diags = json_diagnostics(&report);
+    assert!(!diags.contains_key("debug-info-damaged"), "{diags:?}");
+    assert!(!diags.contains_key("dwarf-units-unreadable"), "{diags:?}");
+    let failed = diags.get("dwarf-lookup-failed").copied().unwrap_or(0);
+    let module = report["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"] == p.board.to_str().unwrap())
+        .unwrap();
+    let addresses = module["addresses"].as_u64().unwrap();
+    assert!(
+        failed > 0 && failed <= addresses,
+        "{failed} failed lookups of {addresses} addresses: {diags:?}"
+    );
+    let hot_a = function(&report, "hot_a").unwrap();
+    assert!(
+        hot_a["file"].is_null(),
+        "named from the symbol table: {hot_a}"
+    );
+    let (a, b) = (
+        count(&report, "hot_a", "self"),
+        count(&report, "hot_b", "self"),
+    );
+    let share = share(a, b);
+    assert!((70.0..=80.0).contains(&share), "hot_a's share {share:.1}%");
+}
+
 /// Issue 26: the stacks of every profile in the report, not only the CPU samples', have
 /// their fallbacks listed. `off_cpu.c` recorded with `--off-cpu` and stack copies too small to
 /// hold any blocking stack (`--off-cpu-stack 64`): the off-CPU profile's cut-short stacks are listed under
