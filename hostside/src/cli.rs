@@ -285,6 +285,19 @@ pub enum ExportFormat {
     PerfScript,
 }
 
+impl From<ExportFormat> for crate::output::export::Format {
+    fn from(f: ExportFormat) -> Self {
+        use crate::output::export::Format;
+        match f {
+            ExportFormat::Collapsed => Format::Collapsed,
+            ExportFormat::Firefox => Format::Firefox,
+            ExportFormat::Pprof => Format::Pprof,
+            ExportFormat::Speedscope => Format::Speedscope,
+            ExportFormat::PerfScript => Format::PerfScript,
+        }
+    }
+}
+
 /// Parses a byte count: digits, optionally followed by a unit (`K`, `M`, `G` for powers of
 /// 1000, `KiB`, `MiB`, `GiB` for powers of 1024; a trailing `B` is allowed, case is ignored).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {

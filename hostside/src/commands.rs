@@ -162,7 +162,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 let w = off_cpu_profile::analyze(&l);
                 let ctx = l.context_with(None, &[w.named()]);
                 let mut out = create(&output)?;
-                export::write(format, &ctx, export::Source::OffCpu(&w), &mut out)?;
+                export::write(format.into(), &ctx, export::Source::OffCpu(&w), &mut out)?;
             } else if heap {
                 require(&l, "heap", l.has_heap, "rec --heap")?;
                 // The Firefox Profiler shows each allocation at its time: log them (bounded).
@@ -183,11 +183,16 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     eprintln!("hostside: note: {}", d.message);
                 }
                 let mut out = create(&output)?;
-                export::write(format, &ctx, export::Source::Heap(&l.cpu, &p), &mut out)?;
+                export::write(
+                    format.into(),
+                    &ctx,
+                    export::Source::Heap(&l.cpu, &p),
+                    &mut out,
+                )?;
             } else {
                 let ctx = l.context_with(None, &[]);
                 let mut out = create(&output)?;
-                export::write(format, &ctx, export::Source::Cpu(&l.cpu), &mut out)?;
+                export::write(format.into(), &ctx, export::Source::Cpu(&l.cpu), &mut out)?;
             }
             Ok(Outcome::Success)
         }

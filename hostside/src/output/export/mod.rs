@@ -14,7 +14,6 @@ use anyhow::{bail, Result};
 use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::{HeapMetric, HeapProfile};
 use crate::analysis::off_cpu_profile::OffCpuProfile;
-use crate::cli::ExportFormat;
 use crate::output::context::ReportContext;
 use crate::output::folded;
 
@@ -66,50 +65,64 @@ fn off_cpu(w: &OffCpuProfile) -> Sampled<'_> {
     }
 }
 
+/// The file formats of `hostside export` (the command line's `--format` names them; see
+/// `crate::cli::ExportFormat` for what each holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Folded stacks.
+    Collapsed,
+    /// Firefox Profiler processed-profile JSON.
+    Firefox,
+    /// gzip'd pprof profile.proto.
+    Pprof,
+    /// speedscope's JSON file format.
+    Speedscope,
+    /// The text `perf script` prints.
+    PerfScript,
+}
+
 /// Writes `source` to `out` in `format`.
 pub fn write(
-    format: ExportFormat,
+    format: Format,
     ctx: &ReportContext,
     source: Source<'_>,
     out: &mut dyn Write,
 ) -> Result<()> {
     let names = &ctx.names;
     match (format, source) {
-        (ExportFormat::Collapsed, Source::Cpu(c)) => folded::write(out, &folded::cpu(c, names))?,
-        (ExportFormat::Collapsed, Source::Heap(_, p)) => {
+        (Format::Collapsed, Source::Cpu(c)) => folded::write(out, &folded::cpu(c, names))?,
+        (Format::Collapsed, Source::Heap(_, p)) => {
             folded::write(out, &folded::heap(p, names, HeapMetric::Allocations))?
         }
-        (ExportFormat::Collapsed, Source::OffCpu(w)) => {
+        (Format::Collapsed, Source::OffCpu(w)) => {
             folded::write(out, &folded::cpu(&w.profile, names))?
         }
-        (ExportFormat::Pprof, Source::Cpu(c)) => pprof::write(&pprof::cpu(ctx, cpu(c)), out)?,
-        (ExportFormat::Pprof, Source::OffCpu(w)) => {
-            pprof::write(&pprof::cpu(ctx, off_cpu(w)), out)?
-        }
-        (ExportFormat::Pprof, Source::Heap(_, p)) => pprof::write(&pprof::heap(ctx, p), out)?,
-        (ExportFormat::Speedscope, Source::Cpu(c)) => {
+        (Format::Pprof, Source::Cpu(c)) => pprof::write(&pprof::cpu(ctx, cpu(c)), out)?,
+        (Format::Pprof, Source::OffCpu(w)) => pprof::write(&pprof::cpu(ctx, off_cpu(w)), out)?,
+        (Format::Pprof, Source::Heap(_, p)) => pprof::write(&pprof::heap(ctx, p), out)?,
+        (Format::Speedscope, Source::Cpu(c)) => {
             speedscope::write(&speedscope::cpu(ctx, cpu(c)), out)?
         }
-        (ExportFormat::Speedscope, Source::OffCpu(w)) => {
+        (Format::Speedscope, Source::OffCpu(w)) => {
             speedscope::write(&speedscope::cpu(ctx, off_cpu(w)), out)?
         }
-        (ExportFormat::Speedscope, Source::Heap(_, p)) => {
+        (Format::Speedscope, Source::Heap(_, p)) => {
             speedscope::write(&speedscope::heap(ctx, p), out)?
         }
-        (ExportFormat::PerfScript, Source::Cpu(c)) => perf_script::write(ctx, cpu(c), out)?,
-        (ExportFormat::PerfScript, Source::OffCpu(w)) => perf_script::write(ctx, off_cpu(w), out)?,
-        (ExportFormat::Firefox, Source::OffCpu(..)) => bail!(
+        (Format::PerfScript, Source::Cpu(c)) => perf_script::write(ctx, cpu(c), out)?,
+        (Format::PerfScript, Source::OffCpu(w)) => perf_script::write(ctx, off_cpu(w), out)?,
+        (Format::Firefox, Source::OffCpu(..)) => bail!(
             "the Firefox Profiler's samples hold CPU time; export off-CPU waits with \
              --format pprof, speedscope, perf-script or collapsed"
         ),
-        (ExportFormat::PerfScript, Source::Heap(..)) => bail!(
+        (Format::PerfScript, Source::Heap(..)) => bail!(
             "`perf script` text holds CPU samples; export a heap recording with \
              --format pprof, speedscope, firefox or collapsed"
         ),
-        (ExportFormat::Firefox, Source::Cpu(c)) => {
+        (Format::Firefox, Source::Cpu(c)) => {
             serde_json::to_writer(&mut *out, &firefox::profile(ctx, c, None))?
         }
-        (ExportFormat::Firefox, Source::Heap(c, p)) => {
+        (Format::Firefox, Source::Heap(c, p)) => {
             serde_json::to_writer(&mut *out, &firefox::profile(ctx, c, Some(p)))?
         }
     }
