@@ -6,11 +6,11 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::attr::{self, flag, sample, PerfEventAttr};
+use super::call_graph::CallGraph;
 use super::kind::{self, Kind, Secondary};
 use super::off_cpu;
 use super::regs;
 use super::ring::Ring;
-use crate::cli::CallGraph;
 use crate::error::RecError;
 use crate::procfs;
 
@@ -50,20 +50,6 @@ pub struct Request {
 }
 
 impl Request {
-    /// What the command line asks for.
-    pub fn new(opts: &crate::cli::Options) -> Request {
-        Request {
-            freq: opts.freq,
-            call_graph: opts.call_graph,
-            every_event_call_graph: opts.every_event_call_graph,
-            cpu: opts.cpu,
-            off_cpu: opts.off_cpu,
-            off_cpu_stack: opts.off_cpu_stack,
-            wakeups: opts.wakeups,
-            events: opts.events.clone(),
-        }
-    }
-
     /// Data pages of one ring (a power of two, as the kernel requires).
     fn ring_pages(&self, page_size: usize) -> usize {
         let mut bytes = match self.call_graph {
@@ -504,7 +490,7 @@ fn share_ring(
 #[cfg(test)]
 mod tests {
     use super::Request;
-    use crate::cli::CallGraph;
+    use crate::perf::call_graph::CallGraph;
     use crate::perf::kind::Kind;
 
     fn req(call_graph: CallGraph) -> Request {

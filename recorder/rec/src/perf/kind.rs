@@ -135,13 +135,13 @@ pub fn parse_list(list: &str) -> Result<Vec<Kind>, String> {
 }
 
 /// How the samples of `kind` are laid out with this call-graph mode.
-pub fn layout(kind: Kind, call_graph: crate::cli::CallGraph) -> super::parse::Layout {
+pub fn layout(kind: Kind, call_graph: super::call_graph::CallGraph) -> super::parse::Layout {
     super::parse::Layout {
         regs_mask: match call_graph {
-            crate::cli::CallGraph::Fp => 0,
-            crate::cli::CallGraph::Dwarf(_) => super::regs::USER_MASK,
+            super::call_graph::CallGraph::Fp => 0,
+            super::call_graph::CallGraph::Dwarf(_) => super::regs::USER_MASK,
         },
-        stack: matches!(call_graph, crate::cli::CallGraph::Dwarf(_)),
+        stack: matches!(call_graph, super::call_graph::CallGraph::Dwarf(_)),
         addr: kind.is_fault(),
         raw_tid_at: None,
     }
@@ -156,7 +156,7 @@ pub struct Secondary {
     /// Samples per second for clock and hardware events.
     pub freq: u32,
     /// Call-graph mode.
-    pub call_graph: crate::cli::CallGraph,
+    pub call_graph: super::call_graph::CallGraph,
     /// Stack copy size in `dwarf` mode.
     pub stack_bytes: u32,
     /// Enabled at the launched command's exec.
@@ -228,7 +228,7 @@ impl Secondary {
         if self.kind.is_fault() {
             a.sample_type |= sample::ADDR;
         }
-        if let crate::cli::CallGraph::Dwarf(_) = self.call_graph {
+        if let super::call_graph::CallGraph::Dwarf(_) = self.call_graph {
             a.sample_type |= sample::REGS_USER | sample::STACK_USER;
             a.sample_regs_user = super::regs::USER_MASK;
             a.sample_stack_user = self.stack_bytes;

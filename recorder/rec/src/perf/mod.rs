@@ -2,6 +2,7 @@
 //! choice of which events to open for a launched or attached target.
 
 pub mod attr;
+pub mod call_graph;
 pub mod events;
 pub mod kind;
 pub mod off_cpu;

@@ -11,8 +11,8 @@
 //!   exclude the kernel, so it is only opened where kernel profiling is allowed; elsewhere
 //!   the host falls back to the thread's last CPU sample and says so.
 
+use super::call_graph::CallGraph;
 use super::kind::{Kind, Secondary};
-use crate::cli::CallGraph;
 
 /// Stack bytes copied per blocking stack unless `--off-cpu-stack` says otherwise: a quarter of
 /// perf's 8 KiB. A thread blocks in a system call wrapper, so the copy holds the wrapper and

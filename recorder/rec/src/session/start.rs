@@ -24,7 +24,7 @@ use crate::signals;
 pub(super) fn start(opts: &Options) -> Result<Live, RecError> {
     let file = segments::create_first(&opts.out)
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
-    let request = events::Request::new(opts);
+    let request = opts.request();
     let mut heap = match (&opts.target, opts.heap) {
         (Target::Launch(cmd), true) => Some(heap::prepare(cmd)?),
         _ => None,
