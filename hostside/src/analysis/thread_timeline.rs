@@ -6,7 +6,7 @@
 //! them only know where samples fell: each sample counts its period as running time, and the
 //! rest of the thread's life (its creation, or first sample, to its exit, or last sample) as
 //! waiting. No pass of its own: [`TimelineEvents`] keeps what it needs as the recording's
-//! metadata pass goes by (16 bytes per sample, switch and thread start or end).
+//! metadata pass goes by (24 bytes per sample, switch and thread start or end).
 
 use std::collections::HashMap;
 
