@@ -21,6 +21,7 @@ use crossprof_format::{Arch, Record, Summary};
 use crossprof_symbols::Lookup;
 
 use crate::analysis::cpu::{self, CpuProfile};
+use crate::analysis::events::DataMaps;
 use crate::analysis::heap::{self, HeapOptions, HeapProfile};
 use crate::analysis::thread_timeline::{self, Grid, ThreadTimeline, TimelineEvents};
 use crate::diagnostics::{self, Sources};
@@ -65,6 +66,8 @@ pub struct Loaded {
     pub window: Window,
     /// The threads' lives as the metadata pass saw them, for [`Loaded::timeline`].
     pub timeline_events: TimelineEvents,
+    /// Every mapping, data ones included, as the metadata pass saw them (for `--event`).
+    pub data_maps: DataMaps,
 }
 
 /// Opens and analyses `path`; an architecture this hostside does not know is refused (see
@@ -106,9 +109,11 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
     let mut summary = Summary::default();
     let mut tasks = Tasks::default();
     let mut timeline_events = TimelineEvents::default();
+    let mut data_maps = DataMaps::default();
     let processes = Processes::build(&mut |f| {
         summary = recording.for_each_metadata(|r| {
             timeline_events.observe(&r);
+            data_maps.observe(&r);
             match &r {
                 Record::Lost(l) => {
                     l.tally(&mut lost);
@@ -142,6 +147,7 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
         });
     });
     has_heap |= summary.heap_records > 0;
+    data_maps.finish();
     let start = recording.header().start_clock_ns;
     let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
     let window = filter.bind(
@@ -191,6 +197,7 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
         has_samples,
         window,
         timeline_events,
+        data_maps,
     })
 }
 

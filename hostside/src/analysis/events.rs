@@ -60,6 +60,35 @@ struct DataMap {
     path: String,
 }
 
+/// Every mapping of the recording, data ones included, per process, in time order: where
+/// fault addresses fell. Gathered as the metadata pass goes by ([`DataMaps::observe`]), so
+/// that an event's analysis does not read the file for them again.
+#[derive(Default)]
+pub struct DataMaps {
+    by_pid: HashMap<u32, Vec<DataMap>>,
+}
+
+impl DataMaps {
+    /// Keeps `r` when it is a mapping.
+    pub fn observe(&mut self, r: &Record) {
+        if let Record::Mmap(m) = r {
+            self.by_pid.entry(m.pid).or_default().push(DataMap {
+                time: m.time,
+                start: m.start,
+                end: m.start.saturating_add(m.len),
+                path: m.path.clone(),
+            });
+        }
+    }
+
+    /// Puts each process's mappings in time order; call once the pass is over.
+    pub fn finish(&mut self) {
+        for v in self.by_pid.values_mut() {
+            v.sort_by_key(|m| m.time);
+        }
+    }
+}
+
 fn kind_of(path: &str) -> &'static str {
     match path {
         "[heap]" => "heap",
@@ -94,21 +123,7 @@ pub fn analyze(l: &Loaded, name: &str) -> Result<EventProfile> {
         );
     };
     let index = index as u32;
-    // Every mapping, data ones included, per process, in time order.
-    let mut maps: HashMap<u32, Vec<DataMap>> = HashMap::new();
-    l.recording.for_each_metadata(|r| {
-        if let Record::Mmap(m) = r {
-            maps.entry(m.pid).or_default().push(DataMap {
-                time: m.time,
-                start: m.start,
-                end: m.start.saturating_add(m.len),
-                path: m.path,
-            });
-        }
-    });
-    for v in maps.values_mut() {
-        v.sort_by_key(|m| m.time);
-    }
+    let maps = &l.data_maps.by_pid;
     let mut hits: HashMap<(u32, usize), u64> = HashMap::new();
     let mut unmapped: HashMap<u32, u64> = HashMap::new();
     let header = l.recording.header();
