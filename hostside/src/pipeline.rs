@@ -23,6 +23,7 @@ use crossprof_symbols::Lookup;
 use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::events::DataMaps;
 use crate::analysis::heap::{self, HeapOptions, HeapProfile};
+use crate::analysis::off_cpu_profile::OffCpuEvents;
 use crate::analysis::thread_timeline::{self, Grid, ThreadTimeline, TimelineEvents};
 use crate::diagnostics::{self, Sources};
 use crate::filter::{Filter, Tasks, Window};
@@ -68,6 +69,9 @@ pub struct Loaded {
     pub timeline_events: TimelineEvents,
     /// Every mapping, data ones included, as the metadata pass saw them (for `--event`).
     pub data_maps: DataMaps,
+    /// The switches, sample times and wakeups the off-CPU analysis needs, kept by the
+    /// metadata pass when the header says switches were recorded (`rec --off-cpu`).
+    pub off_cpu_events: Option<OffCpuEvents>,
 }
 
 /// Opens and analyses `path`; an architecture this hostside does not know is refused (see
@@ -110,10 +114,15 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
     let mut tasks = Tasks::default();
     let mut timeline_events = TimelineEvents::default();
     let mut data_maps = DataMaps::default();
+    let mut off_cpu_events =
+        (!recording.header().off_cpu.is_empty()).then(|| OffCpuEvents::new(recording.header(), 0));
     let processes = Processes::build(&mut |f| {
         summary = recording.for_each_metadata(|r| {
             timeline_events.observe(&r);
             data_maps.observe(&r);
+            if let Some(e) = off_cpu_events.as_mut() {
+                e.observe(&r);
+            }
             match &r {
                 Record::Lost(l) => {
                     l.tally(&mut lost);
@@ -198,6 +207,7 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
         window,
         timeline_events,
         data_maps,
+        off_cpu_events,
     })
 }
 

@@ -121,7 +121,7 @@ pub struct Assignment {
 }
 
 /// Collects events per thread; [`Timeline::assign`] turns them into waits.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Timeline {
     threads: HashMap<(u32, u32), Vec<(u64, Event)>>,
     /// Wakeups by the woken thread's id.

@@ -2,9 +2,10 @@
 //! context switches ([`crate::analysis::off_cpu`]), charged to its stack, and the stacks
 //! symbolized like CPU samples, weighted by the nanoseconds waited.
 //!
-//! Two passes over the file: one without stack bytes collects the switch and sample times, the
-//! second feeds only the samples that name a wait, each once with the sum of its waits as its
-//! weight, through the CPU analysis. Memory is the per-thread event lists, not the stacks.
+//! The switch and sample times come from the recording's metadata pass ([`OffCpuEvents`], kept
+//! by the pipeline); one pass of its own then feeds only the samples that name a wait, each
+//! once with the sum of its waits as its weight, through the CPU analysis. Memory is the
+//! per-thread event lists, not the stacks.
 
 use crossprof_format::{Record, Sample};
 
@@ -74,44 +75,89 @@ impl OffCpuProfile {
     }
 }
 
+/// What the off-CPU analysis reads of the recording besides the stacks: every switch, sample
+/// time, blocking sample and wakeup per thread, gathered as a metadata pass goes by
+/// ([`OffCpuEvents::observe`]), so that the analysis reads the file once more, for the
+/// stacks, instead of twice. About 24 bytes per switch and per sample.
+#[derive(Debug, Clone)]
+pub struct OffCpuEvents {
+    timeline: Timeline,
+    /// The latest `End` record's time (at least the start given to [`OffCpuEvents::new`]).
+    end: u64,
+    /// The event index of the blocking stacks (`context-switches`), if sampled.
+    blocking: Option<u32>,
+    /// The event index of the wakeups, if sampled.
+    waking: Option<u32>,
+}
+
+impl OffCpuEvents {
+    /// Empty, for a recording with `header`, whose duration so far is `duration_ns`.
+    pub fn new(header: &crossprof_format::Header, duration_ns: u64) -> OffCpuEvents {
+        OffCpuEvents {
+            timeline: Timeline::default(),
+            end: header.start_clock_ns.saturating_add(duration_ns),
+            blocking: header
+                .events
+                .iter()
+                .position(|e| e == BLOCKING_EVENT)
+                .map(|i| i as u32),
+            waking: wakers::event_index(&header.events),
+        }
+    }
+
+    /// Keeps what `r` tells of a thread's switches, samples and wakeups.
+    pub fn observe(&mut self, r: &Record) {
+        let (blocking, waking) = (self.blocking, self.waking);
+        match r {
+            Record::Switch(s) => {
+                let ev = if s.out {
+                    Event::Out(s.preempt)
+                } else {
+                    Event::In
+                };
+                self.timeline.push(s.pid, s.tid, s.time, ev);
+            }
+            Record::Sample(s) => self.timeline.push(s.pid, s.tid, s.time, Event::OnCpu),
+            Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => self
+                .timeline
+                .push(e.sample.pid, e.sample.tid, e.sample.time, Event::Blocking),
+            // A wakeup: the sample is the waker's, its `addr` the woken thread.
+            Record::EventSample(e) if Some(e.event) == waking => self.timeline.wakeup(
+                WakerKey {
+                    pid: e.sample.pid,
+                    tid: e.sample.tid,
+                    time: e.sample.time,
+                },
+                e.sample.addr as u32,
+            ),
+            Record::Fork(t) => self.timeline.push(t.pid, t.tid, t.time, Event::Start),
+            Record::Exit(t) => self.timeline.push(t.pid, t.tid, t.time, Event::End),
+            Record::End(e) => self.end = self.end.max(e.time),
+            _ => {}
+        }
+    }
+}
+
 /// Measures and charges every wait of the recording, cut to [`Loaded::window`].
 pub fn analyze(l: &Loaded) -> OffCpuProfile {
     let header = l.recording.header();
-    let blocking = header
-        .events
-        .iter()
-        .position(|e| e == BLOCKING_EVENT)
-        .map(|i| i as u32);
-    let waking = wakers::event_index(&header.events);
-    let mut timeline = Timeline::default();
-    let mut end = header.start_clock_ns.saturating_add(l.duration_ns);
-    l.recording.for_each_metadata(|r| match r {
-        Record::Switch(s) => {
-            let ev = if s.out {
-                Event::Out(s.preempt)
-            } else {
-                Event::In
-            };
-            timeline.push(s.pid, s.tid, s.time, ev);
+    let events = match &l.off_cpu_events {
+        Some(e) => e.clone(),
+        None => {
+            // Kept by the metadata pass when the header says switches were recorded; read
+            // them now otherwise.
+            let mut e = OffCpuEvents::new(header, l.duration_ns);
+            l.recording.for_each_metadata(|r| e.observe(&r));
+            e
         }
-        Record::Sample(s) => timeline.push(s.pid, s.tid, s.time, Event::OnCpu),
-        Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => {
-            timeline.push(e.sample.pid, e.sample.tid, e.sample.time, Event::Blocking)
-        }
-        // A wakeup: the sample is the waker's, its `addr` the woken thread.
-        Record::EventSample(e) if Some(e.event) == waking => timeline.wakeup(
-            WakerKey {
-                pid: e.sample.pid,
-                tid: e.sample.tid,
-                time: e.sample.time,
-            },
-            e.sample.addr as u32,
-        ),
-        Record::Fork(t) => timeline.push(t.pid, t.tid, t.time, Event::Start),
-        Record::Exit(t) => timeline.push(t.pid, t.tid, t.time, Event::End),
-        Record::End(e) => end = end.max(e.time),
-        _ => {}
-    });
+    };
+    let OffCpuEvents {
+        timeline,
+        mut end,
+        blocking,
+        waking,
+    } = events;
+    end = end.max(header.start_clock_ns.saturating_add(l.duration_ns));
     let assignment = timeline.assign_within(end, &l.window);
     let mut charged = assignment.charged;
     let mut unwinder = StackUnwinder::new(&l.processes, &l.resolver, l.arch, header.big_endian);
