@@ -63,10 +63,11 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             if off_cpu {
                 require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
             }
-            let waits = (l.has_switches && (json || off_cpu)).then(|| off_cpu_profile::analyze(&l));
+            let waits =
+                (l.has_switches && (json || off_cpu)).then(|| off_cpu_profile::analyze(&l.input()));
             let chosen = event
                 .as_deref()
-                .map(|e| events::analyze(&l, e))
+                .map(|e| events::analyze(&l.input(), e))
                 .transpose()?;
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && l.has_heap && !l.has_samples);
@@ -126,13 +127,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let out = create(&output)?;
             match heap {
                 None if event.is_some() => {
-                    let e = events::analyze(&l, event.as_deref().unwrap_or_default())?;
+                    let e = events::analyze(&l.input(), event.as_deref().unwrap_or_default())?;
                     let ctx = l.context(None, &[e.named()]);
                     flame::write(&ctx, flame::Graph::Event(&e), out)?;
                 }
                 None if off_cpu => {
                     require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
-                    let w = off_cpu_profile::analyze(&l);
+                    let w = off_cpu_profile::analyze(&l.input());
                     let ctx = l.context(None, &[w.named()]);
                     flame::write(&ctx, flame::Graph::OffCpu(&w), out)?;
                 }
@@ -159,7 +160,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let heap = heap || (!off_cpu && l.has_heap && !l.has_samples);
             if off_cpu {
                 require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
-                let w = off_cpu_profile::analyze(&l);
+                let w = off_cpu_profile::analyze(&l.input());
                 let ctx = l.context_with(None, &[w.named()]);
                 let mut out = create(&output)?;
                 export::write(format.into(), &ctx, export::Source::OffCpu(&w), &mut out)?;
@@ -215,7 +216,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     ..HeapOptions::default()
                 })
             });
-            let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l));
+            let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l.input()));
             let more: Vec<_> = waits
                 .as_ref()
                 .map(OffCpuProfile::named)

@@ -212,6 +212,20 @@ pub fn analyze_filtered(recording: Recording, lookup: &Lookup, filter: &Filter) 
 }
 
 impl Loaded {
+    /// What the off-CPU and `--event` analyses read (see [`crate::analysis::Input`]).
+    pub fn input(&self) -> crate::analysis::Input<'_> {
+        crate::analysis::Input {
+            recording: &self.recording,
+            arch: self.arch,
+            processes: &self.processes,
+            resolver: &self.resolver,
+            window: &self.window,
+            duration_ns: self.duration_ns,
+            data_maps: &self.data_maps,
+            off_cpu_events: self.off_cpu_events.as_ref(),
+        }
+    }
+
     /// The threads' timeline within the window ([`thread_timeline::build_on`]), on `grid`'s
     /// slices when given; from what the metadata pass kept, without reading the file again.
     pub fn timeline(&self, grid: Option<Grid>) -> Option<ThreadTimeline> {

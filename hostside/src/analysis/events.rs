@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 use crossprof_format::{Record, Sample};
 
 use crate::analysis::cpu::{self, CpuProfile};
-use crate::pipeline::Loaded;
+use crate::analysis::Input;
 use crate::unwinding::StackUnwinder;
 
 /// Where a group of event addresses fell.
@@ -46,7 +46,7 @@ pub struct EventProfile {
 
 impl EventProfile {
     /// The profile with the name its stack diagnostics carry (see
-    /// [`crate::pipeline::Loaded::context`]).
+    /// `Loaded::context`, which lists each profile's stack diagnostics).
     pub fn named(&self) -> (&'static str, &CpuProfile) {
         ("event", &self.cpu)
     }
@@ -103,7 +103,7 @@ fn kind_of(path: &str) -> &'static str {
 }
 
 /// The events a recording sampled, main first.
-pub fn recorded_events(l: &Loaded) -> Vec<String> {
+pub fn recorded_events(l: &Input<'_>) -> Vec<String> {
     let h = l.recording.header();
     if h.events.is_empty() {
         vec![h.event.clone()]
@@ -112,8 +112,8 @@ pub fn recorded_events(l: &Loaded) -> Vec<String> {
     }
 }
 
-/// Builds the profile of the event called `name`, from the samples inside [`Loaded::window`].
-pub fn analyze(l: &Loaded, name: &str) -> Result<EventProfile> {
+/// Builds the profile of the event called `name`, from the samples inside [`Input::window`].
+pub fn analyze(l: &Input<'_>, name: &str) -> Result<EventProfile> {
     let events = recorded_events(l);
     let Some(index) = events.iter().position(|e| e == name) else {
         bail!(
@@ -127,7 +127,7 @@ pub fn analyze(l: &Loaded, name: &str) -> Result<EventProfile> {
     let mut hits: HashMap<(u32, usize), u64> = HashMap::new();
     let mut unmapped: HashMap<u32, u64> = HashMap::new();
     let header = l.recording.header();
-    let mut unwinder = StackUnwinder::new(&l.processes, &l.resolver, l.arch, header.big_endian);
+    let mut unwinder = StackUnwinder::new(l.processes, l.resolver, l.arch, header.big_endian);
     let mut place = |s: &Sample| {
         if s.addr == 0 {
             return;
@@ -160,8 +160,8 @@ pub fn analyze(l: &Loaded, name: &str) -> Result<EventProfile> {
                 f(Record::Sample(s));
             });
         },
-        &l.processes,
-        &l.resolver,
+        l.processes,
+        l.resolver,
         &mut unwinder,
         false,
     );

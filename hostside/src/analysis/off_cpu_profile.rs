@@ -12,7 +12,7 @@ use crossprof_format::{Record, Sample};
 use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::off_cpu::{Blocked, Event, Provider, ThreadTimes, Timeline, WakerKey};
 use crate::analysis::wakers::{self, Wakers};
-use crate::pipeline::Loaded;
+use crate::analysis::Input;
 use crate::unwinding::StackUnwinder;
 
 /// The header's name of the event whose samples are blocking stacks.
@@ -69,7 +69,7 @@ pub struct OffCpuProfile {
 
 impl OffCpuProfile {
     /// The profile with the name its stack diagnostics carry (see
-    /// [`crate::pipeline::Loaded::context`]).
+    /// `Loaded::context`, which lists each profile's stack diagnostics).
     pub fn named(&self) -> (&'static str, &CpuProfile) {
         ("off-cpu", &self.profile)
     }
@@ -138,10 +138,10 @@ impl OffCpuEvents {
     }
 }
 
-/// Measures and charges every wait of the recording, cut to [`Loaded::window`].
-pub fn analyze(l: &Loaded) -> OffCpuProfile {
+/// Measures and charges every wait of the recording, cut to [`Input::window`].
+pub fn analyze(l: &Input<'_>) -> OffCpuProfile {
     let header = l.recording.header();
-    let events = match &l.off_cpu_events {
+    let events = match l.off_cpu_events {
         Some(e) => e.clone(),
         None => {
             // Kept by the metadata pass when the header says switches were recorded; read
@@ -158,9 +158,9 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
         waking,
     } = events;
     end = end.max(header.start_clock_ns.saturating_add(l.duration_ns));
-    let assignment = timeline.assign_within(end, &l.window);
+    let assignment = timeline.assign_within(end, l.window);
     let mut charged = assignment.charged;
-    let mut unwinder = StackUnwinder::new(&l.processes, &l.resolver, l.arch, header.big_endian);
+    let mut unwinder = StackUnwinder::new(l.processes, l.resolver, l.arch, header.big_endian);
     let profile = cpu::analyze_weighted(
         &mut |f| {
             l.recording.for_each(|r| {
@@ -198,8 +198,8 @@ pub fn analyze(l: &Loaded) -> OffCpuProfile {
                 }));
             }
         },
-        &l.processes,
-        &l.resolver,
+        l.processes,
+        l.resolver,
         &mut unwinder,
         true,
     );

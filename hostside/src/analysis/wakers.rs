@@ -14,7 +14,7 @@ use crossprof_format::{Record, Sample};
 
 use crate::analysis::cpu::{self, CpuProfile};
 use crate::analysis::off_cpu::{Blocked, WakerKey};
-use crate::pipeline::Loaded;
+use crate::analysis::Input;
 use crate::unwinding::StackUnwinder;
 
 /// The header's names of wakeup events, as rec records them.
@@ -66,14 +66,14 @@ pub fn stacks_by_sample(p: &CpuProfile) -> HashMap<(u32, u64), u32> {
 /// Symbolizes the wakers in `wakers` (the wakeup that ended each blocked wait) and pairs them
 /// with the blocked stacks: `blocked_stack` finds a wait's stack in the off-CPU profile.
 pub fn analyze(
-    l: &Loaded,
+    l: &Input<'_>,
     event: u32,
     wakers: &HashMap<WakerKey, (Blocked, u64)>,
     blocked_stack: impl Fn(&Blocked) -> Option<u32>,
     (woken_ns, unwoken_ns): (u64, u64),
 ) -> Wakers {
     let header = l.recording.header();
-    let mut unwinder = StackUnwinder::new(&l.processes, &l.resolver, l.arch, header.big_endian);
+    let mut unwinder = StackUnwinder::new(l.processes, l.resolver, l.arch, header.big_endian);
     let profile = cpu::analyze_weighted(
         &mut |f| {
             l.recording.for_each(|r| {
@@ -92,8 +92,8 @@ pub fn analyze(
                 }
             });
         },
-        &l.processes,
-        &l.resolver,
+        l.processes,
+        l.resolver,
         &mut unwinder,
         true,
     );
