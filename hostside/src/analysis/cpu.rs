@@ -189,62 +189,126 @@ pub fn analyze_weighted(
     unwinder: &mut StackUnwinder<'_>,
     weighted: bool,
 ) -> CpuProfile {
-    // Each distinct raw stack gets an index in `raw_counts` (count, period sum); the
-    // timeline refers to those indices until the stacks are sorted.
-    let mut raw: HashMap<RawStack, u32> = HashMap::new();
-    let mut raw_counts: Vec<(u64, u64)> = Vec::new();
-    let mut timeline: Vec<SampleAt> = Vec::new();
-    let mut samples = 0u64;
-    let mut last_time: HashMap<u32, u64> = HashMap::new();
-    let mut time_range: Option<(u64, u64)> = None;
+    let mut acc = Accumulator::new(weighted);
     records(&mut |r| {
         if let Record::Sample(s) = r {
-            samples += 1;
-            time_range = Some(match time_range {
-                None => (s.time, s.time),
-                Some((a, b)) => (a.min(s.time), b.max(s.time)),
-            });
-            last_time.insert(s.tid, s.time);
-            let pc = if s.regs_mask != 0 || !s.stack.is_empty() {
-                unwinder.pc(&s)
-            } else {
-                s.user_chain.first().copied()
-            };
-            let space = processes.sample_space(s.pid, s.time, pc);
-            let weight = if weighted { s.period } else { 1 };
-            // A stack copy is unwound here, once per sample; from then on it is a chain like
-            // any frame-pointer one.
-            let user = if s.regs_mask != 0 || !s.stack.is_empty() {
-                unwinder.user_chain(space, &s)
-            } else {
-                fp_chain(s.user_chain)
-            };
-            let next = raw_counts.len() as u32;
-            let jit = jit_ids(processes, space.0, &user, s.time);
-            let idx = *raw
-                .entry(RawStack {
-                    space,
-                    tid: s.tid,
-                    kernel: s.kernel_chain,
-                    user,
-                    jit,
-                })
-                .or_insert(next);
-            if idx == next {
-                raw_counts.push((0, 0));
-            }
-            let c = &mut raw_counts[idx as usize];
-            c.0 = c.0.saturating_add(weight);
-            c.1 = c.1.saturating_add(s.period);
-            timeline.push(SampleAt {
-                time: s.time,
-                period: s.period,
-                stack: idx,
-                cpu: s.cpu,
-            });
+            acc.push(s, processes, unwinder);
         }
     });
+    acc.finish(processes, resolver, unwinder)
+}
 
+/// A profile being built from samples as they stream past: each stack copy is unwound once,
+/// as it arrives, and samples are counted by distinct stack; [`Accumulator::finish`] then
+/// resolves every distinct address once. Several accumulators can take the samples of one
+/// pass over the file (each profile its own).
+pub struct Accumulator {
+    weighted: bool,
+    /// Each distinct raw stack's index in `raw_counts` (count, period sum); the timeline
+    /// refers to those indices until the stacks are sorted.
+    raw: HashMap<RawStack, u32>,
+    raw_counts: Vec<(u64, u64)>,
+    timeline: Vec<SampleAt>,
+    samples: u64,
+    last_time: HashMap<u32, u64>,
+    time_range: Option<(u64, u64)>,
+}
+
+impl Accumulator {
+    /// Empty; when `weighted` each sample counts its `period` instead of 1 (see
+    /// [`analyze_weighted`]).
+    pub fn new(weighted: bool) -> Accumulator {
+        Accumulator {
+            weighted,
+            raw: HashMap::new(),
+            raw_counts: Vec::new(),
+            timeline: Vec::new(),
+            samples: 0,
+            last_time: HashMap::new(),
+            time_range: None,
+        }
+    }
+
+    /// Counts one sample, unwinding its stack copy with `unwinder`.
+    pub fn push(
+        &mut self,
+        s: crossprof_format::Sample,
+        processes: &Processes,
+        unwinder: &mut StackUnwinder<'_>,
+    ) {
+        self.samples += 1;
+        self.time_range = Some(match self.time_range {
+            None => (s.time, s.time),
+            Some((a, b)) => (a.min(s.time), b.max(s.time)),
+        });
+        self.last_time.insert(s.tid, s.time);
+        let pc = if s.regs_mask != 0 || !s.stack.is_empty() {
+            unwinder.pc(&s)
+        } else {
+            s.user_chain.first().copied()
+        };
+        let space = processes.sample_space(s.pid, s.time, pc);
+        let weight = if self.weighted { s.period } else { 1 };
+        // A stack copy is unwound here, once per sample; from then on it is a chain like any
+        // frame-pointer one.
+        let user = if s.regs_mask != 0 || !s.stack.is_empty() {
+            unwinder.user_chain(space, &s)
+        } else {
+            fp_chain(s.user_chain)
+        };
+        let next = self.raw_counts.len() as u32;
+        let jit = jit_ids(processes, space.0, &user, s.time);
+        let idx = *self
+            .raw
+            .entry(RawStack {
+                space,
+                tid: s.tid,
+                kernel: s.kernel_chain,
+                user,
+                jit,
+            })
+            .or_insert(next);
+        if idx == next {
+            self.raw_counts.push((0, 0));
+        }
+        let c = &mut self.raw_counts[idx as usize];
+        c.0 = c.0.saturating_add(weight);
+        c.1 = c.1.saturating_add(s.period);
+        self.timeline.push(SampleAt {
+            time: s.time,
+            period: s.period,
+            stack: idx,
+            cpu: s.cpu,
+        });
+    }
+
+    /// The profile: every distinct address resolved once into frames, stacks and functions
+    /// sorted so that every run gives the same ids; `unwinder`'s statistics go with it.
+    pub fn finish(
+        self,
+        processes: &Processes,
+        resolver: &Resolver,
+        unwinder: &StackUnwinder<'_>,
+    ) -> CpuProfile {
+        finish(self, processes, resolver, unwinder)
+    }
+}
+
+fn finish(
+    acc: Accumulator,
+    processes: &Processes,
+    resolver: &Resolver,
+    unwinder: &StackUnwinder<'_>,
+) -> CpuProfile {
+    let Accumulator {
+        raw,
+        raw_counts,
+        mut timeline,
+        samples,
+        last_time,
+        time_range,
+        ..
+    } = acc;
     // Sorted, so that frame ids (and every tie below) are the same on every run.
     let mut raw: Vec<(RawStack, u32)> = raw.into_iter().collect();
     raw.sort_unstable();
