@@ -12,6 +12,7 @@ mod unwind;
 
 use std::collections::BTreeMap;
 
+use crossprof_format::Lost;
 use crossprof_symbols::MatchKind;
 use crossprof_unwind::CutShort;
 use serde::Serialize;
@@ -262,7 +263,7 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
     );
     add(
         Kind::SegmentDeleteFailed,
-        lost("segment-delete-failed"),
+        lost(Lost::SEGMENT_DELETE_FAILED),
         "rec could not delete old segments of this --max-size recording: they stay on disk \
          and count against the bound, so newer segments were deleted in their place; check \
          the board's file system (read-only, failing)"
@@ -270,7 +271,7 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
     );
     add(
         Kind::DirectorySyncFailed,
-        lost("directory-sync-failed"),
+        lost(Lost::DIRECTORY_SYNC_FAILED),
         "rec could not sync the recording's directory after creating or deleting a segment: \
          after a power loss those segment files may be missing or back; check the board's \
          file system"

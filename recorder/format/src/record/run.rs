@@ -134,7 +134,12 @@ impl Lost {
     /// start of every `--max-size` segment so that it outlives the segment that first told
     /// it: a reader takes the largest count of these, and sums the others.
     pub const RUNNING_TOTALS: [&'static str; 2] =
-        ["segment-delete-failed", "directory-sync-failed"];
+        [Self::SEGMENT_DELETE_FAILED, Self::DIRECTORY_SYNC_FAILED];
+    /// The kind of `rec`'s failed deletes of old `--max-size` segments (a running total).
+    pub const SEGMENT_DELETE_FAILED: &'static str = "segment-delete-failed";
+    /// The kind of `rec`'s failed directory syncs after a segment was created or deleted (a
+    /// running total).
+    pub const DIRECTORY_SYNC_FAILED: &'static str = "directory-sync-failed";
 
     /// Adds this record to `totals`, counts by kind, as [`Lost::RUNNING_TOTALS`] says.
     pub fn tally(&self, totals: &mut std::collections::BTreeMap<String, u64>) {

@@ -123,8 +123,8 @@ impl Output {
         self.segments = Some(s);
         // Running totals, into every new segment: the newest ones tell them whatever was
         // deleted.
-        self.lost(crate::segments::DIR_SYNC_FAILED, errors.dir_sync_failed);
-        self.lost(crate::segments::DELETE_FAILED, errors.delete_failed);
+        self.lost(Lost::DIRECTORY_SYNC_FAILED, errors.dir_sync_failed);
+        self.lost(Lost::SEGMENT_DELETE_FAILED, errors.delete_failed);
     }
 
     pub(super) fn flush(&mut self) {
