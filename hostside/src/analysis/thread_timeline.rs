@@ -165,14 +165,9 @@ pub struct Recorded<'a> {
 }
 
 /// Builds the timeline of the recorded `events`, within the window, in [`COLUMNS`] slices
-/// from its first event to its last. None when nothing was recorded.
-pub fn build(events: &TimelineEvents, rec: &Recorded<'_>) -> Option<ThreadTimeline> {
-    build_on(events, rec, None)
-}
-
-/// [`build`] on the slices of `grid` instead (the HTML report's, whose time selection must
-/// add up exactly): a slice's times count only where they lie in both the grid's counted
-/// part and the window.
+/// from its first event to its last, or on the slices of `grid` when given (the HTML
+/// report's, whose time selection must add up exactly): a slice's times count only where they
+/// lie in both the grid's counted part and the window. None when nothing was recorded.
 pub fn build_on(
     events: &TimelineEvents,
     rec: &Recorded<'_>,
