@@ -28,6 +28,10 @@ Examples:
 Exit status: 0 on success, 1 when `report --fail-on-leak` found more leaked bytes than allowed,
 2 when the input cannot be used (the message says why).")]
 pub struct Cli {
+    /// Also print to standard error how the recording was read: each pass over the file, what
+    /// it was for, the compressed frames it decoded and the time it took.
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -327,7 +331,17 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bytes;
+    use super::{parse_bytes, Cli};
+
+    /// clap's own checks of the definitions (no two flags share a name, `--verbose` being
+    /// global included), which a release build does not run.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = <Cli as clap::Parser>::try_parse_from(["hostside", "report", "-v", "t.zst"]);
+        assert!(cli.is_ok_and(|c| c.verbose));
+    }
 
     #[test]
     fn byte_counts_with_units() {

@@ -8,16 +8,14 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
-use crate::analysis::events::{self, EventProfile};
 use crate::analysis::heap::{self, EventSampling, HeapMetric, HeapOptions};
-use crate::analysis::off_cpu_profile::{self, OffCpuProfile};
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
 use crate::diagnostics::Kind;
 use crate::filter::Filter;
 use crate::output::diff::Side;
 use crate::output::off_cpu as off_cpu_text;
 use crate::output::{self as o, export, flame, heap_text, info, json, leak_check, text};
-use crate::pipeline::{load, load_checked, Loaded};
+use crate::pipeline::{load, open, Loaded, Opened, Wants};
 use crate::recording::Recording;
 
 /// How a command that ran to its end went, for the exit status.
@@ -31,6 +29,13 @@ pub enum Outcome {
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<Outcome> {
+    let verbose = cli.verbose;
+    let loaded = |l: Loaded| {
+        if verbose {
+            print_passes(&l.opened);
+        }
+        l
+    };
     match cli.command {
         Command::Info { file, json } => {
             let rec = Recording::open(&file)?;
@@ -56,33 +61,27 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             fail_on_leak,
         } => {
             let heap = heap || fail_on_leak.is_some();
-            let l = load(&file, &symbols.lookup(), &filter.filter())?;
+            let o = open(&file, &symbols.lookup(), &filter.filter())?;
             if heap {
-                require(&l, "heap", l.has_heap, "rec --heap")?;
+                require(&o, "heap", o.has_heap, "rec --heap")?;
             }
             if off_cpu {
-                require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
+                require(&o, "off-CPU", o.has_switches, "rec --off-cpu")?;
             }
-            let waits =
-                (l.has_switches && (json || off_cpu)).then(|| off_cpu_profile::analyze(&l.input()));
-            let chosen = event
-                .as_deref()
-                .map(|e| events::analyze(&l.input(), e))
-                .transpose()?;
             // A heap-only recording reports its heap without being asked to.
-            let heap_text = heap || (!cpu && l.has_heap && !l.has_samples);
-            let profile = (l.has_heap && (json || heap_text)).then(|| l.heap(heap_options(top)));
-            let more: Vec<_> = waits
-                .as_ref()
-                .map(OffCpuProfile::named)
-                .into_iter()
-                .chain(chosen.as_ref().map(EventProfile::named))
-                .collect();
-            let ctx = l.context(profile.as_ref(), &more);
+            let heap_text = heap || (!cpu && o.has_heap && !o.has_samples);
+            let want_heap = o.has_heap && (json || heap_text);
+            let l = loaded(o.analyze(Wants {
+                off_cpu: json || off_cpu,
+                event,
+                heap: want_heap.then(|| heap_options(top)),
+            })?);
+            let (waits, chosen, profile) = (&l.off_cpu, &l.event, &l.heap);
+            let ctx = l.context();
             let mut out = io::stdout().lock();
             let origin = ctx.header.start_clock_ns;
             if json {
-                let timeline = l.timeline(None);
+                let timeline = l.opened.timeline(None);
                 let sections = json::Sections {
                     event: chosen.as_ref(),
                     heap: profile.as_ref(),
@@ -92,21 +91,21 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 o::write_json(&mut out, &json::report(&ctx, &l.cpu, &sections, top))?;
             } else if let Some(e) = &chosen {
                 o::event::report(&mut out, &ctx, e, top)?;
-            } else if let (true, Some(w)) = (off_cpu, &waits) {
+            } else if let (true, Some(w)) = (off_cpu, waits) {
                 off_cpu_text::report(&mut out, &ctx, w, top)?;
-                if let Some(t) = l.timeline(None) {
+                if let Some(t) = l.opened.timeline(None) {
                     o::timeline::text(&mut out, &t, origin, top)?;
                 }
-            } else if let (true, Some(p)) = (heap_text, &profile) {
+            } else if let (true, Some(p)) = (heap_text, profile) {
                 heap_text::heap_report(&mut out, &ctx, p, top)?;
             } else {
                 text::cpu_report(&mut out, &ctx, &l.cpu, top)?;
-                if let Some(t) = l.timeline(None) {
+                if let Some(t) = l.opened.timeline(None) {
                     o::timeline::text(&mut out, &t, origin, top)?;
                 }
             }
             out.flush()?;
-            if let (Some(limit), Some(p)) = (fail_on_leak, &profile) {
+            if let (Some(limit), Some(p)) = (fail_on_leak, profile) {
                 if p.totals.leaked_bytes > limit {
                     leak_check::report(&mut io::stderr().lock(), p, limit, top)?;
                     return Ok(Outcome::LeakLimitExceeded);
@@ -123,28 +122,26 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             event,
             output,
         } => {
-            let l = load(&file, &symbols.lookup(), &filter.filter())?;
-            let out = create(&output)?;
-            match heap {
-                None if event.is_some() => {
-                    let e = events::analyze(&l.input(), event.as_deref().unwrap_or_default())?;
-                    let ctx = l.context(None, &[e.named()]);
-                    flame::write(&ctx, flame::Graph::Event(&e), out)?;
-                }
-                None if off_cpu => {
-                    require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
-                    let w = off_cpu_profile::analyze(&l.input());
-                    let ctx = l.context(None, &[w.named()]);
-                    flame::write(&ctx, flame::Graph::OffCpu(&w), out)?;
-                }
-                Some(what) => {
-                    require(&l, "heap", l.has_heap, "rec --heap")?;
-                    let p = l.heap(HeapOptions::default());
-                    let ctx = l.context(Some(&p), &[]);
-                    flame::write(&ctx, flame::Graph::Heap(&p, heap_metric(what)), out)?;
-                }
-                None => flame::write(&l.context(None, &[]), flame::Graph::Cpu(&l.cpu), out)?,
+            let o = open(&file, &symbols.lookup(), &filter.filter())?;
+            let off_cpu = off_cpu && heap.is_none() && event.is_none();
+            if off_cpu {
+                require(&o, "off-CPU", o.has_switches, "rec --off-cpu")?;
             }
+            if heap.is_some() {
+                require(&o, "heap", o.has_heap, "rec --heap")?;
+            }
+            let l = loaded(o.analyze(Wants {
+                off_cpu,
+                event: event.filter(|_| heap.is_none()),
+                heap: heap.map(|_| HeapOptions::default()),
+            })?);
+            let graph = match (heap, &l.heap, &l.event, &l.off_cpu) {
+                (Some(what), Some(p), _, _) => flame::Graph::Heap(p, heap_metric(what)),
+                (_, _, Some(e), _) => flame::Graph::Event(e),
+                (_, _, _, Some(w)) => flame::Graph::OffCpu(w),
+                _ => flame::Graph::Cpu(&l.cpu),
+            };
+            flame::write(&l.context(), graph, create(&output)?)?;
             Ok(Outcome::Success)
         }
         Command::Export {
@@ -156,26 +153,32 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             off_cpu,
             output,
         } => {
-            let l = load(&file, &symbols.lookup(), &filter.filter())?;
-            let heap = heap || (!off_cpu && l.has_heap && !l.has_samples);
+            let o = open(&file, &symbols.lookup(), &filter.filter())?;
+            let heap = !off_cpu && (heap || (o.has_heap && !o.has_samples));
             if off_cpu {
-                require(&l, "off-CPU", l.has_switches, "rec --off-cpu")?;
-                let w = off_cpu_profile::analyze(&l.input());
-                let ctx = l.context_with(None, &[w.named()]);
-                let mut out = create(&output)?;
-                export::write(format.into(), &ctx, export::Source::OffCpu(&w), &mut out)?;
-            } else if heap {
-                require(&l, "heap", l.has_heap, "rec --heap")?;
-                // The Firefox Profiler shows each allocation at its time: log them (bounded).
-                let events = match format {
-                    ExportFormat::Firefox => EventSampling::EXPORT,
-                    _ => EventSampling::OFF,
-                };
-                let p = l.heap(HeapOptions {
+                require(&o, "off-CPU", o.has_switches, "rec --off-cpu")?;
+            }
+            if heap {
+                require(&o, "heap", o.has_heap, "rec --heap")?;
+            }
+            // The Firefox Profiler shows each allocation at its time: log them (bounded).
+            let events = match format {
+                ExportFormat::Firefox => EventSampling::EXPORT,
+                _ => EventSampling::OFF,
+            };
+            let l = loaded(o.analyze(Wants {
+                off_cpu,
+                event: None,
+                heap: heap.then_some(HeapOptions {
                     events,
                     ..HeapOptions::default()
-                });
-                let ctx = l.context_with(Some(&p), &[]);
+                }),
+            })?);
+            let ctx = l.context_with_mappings();
+            if let Some(w) = &l.off_cpu {
+                let mut out = create(&output)?;
+                export::write(format.into(), &ctx, export::Source::OffCpu(w), &mut out)?;
+            } else if let Some(p) = &l.heap {
                 for d in ctx
                     .diagnostics
                     .iter()
@@ -187,11 +190,10 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 export::write(
                     format.into(),
                     &ctx,
-                    export::Source::Heap(&l.cpu, &p),
+                    export::Source::Heap(&l.cpu, p),
                     &mut out,
                 )?;
             } else {
-                let ctx = l.context_with(None, &[]);
                 let mut out = create(&output)?;
                 export::write(format.into(), &ctx, export::Source::Cpu(&l.cpu), &mut out)?;
             }
@@ -208,26 +210,27 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             if let Some(new) = new {
                 return html_diff(&file, &new, &symbols.lookup(), &filter, &output);
             }
-            let l = load(&file, &symbols.lookup(), &filter)?;
-            let grid = o::html::grid(l.recording.header().start_clock_ns, l.duration_ns);
-            let heap = l.has_heap.then(|| {
-                l.heap(HeapOptions {
-                    slices: Some(o::html::heap_slices(&grid)),
-                    ..HeapOptions::default()
-                })
+            let opened = open(&file, &symbols.lookup(), &filter)?;
+            let grid = o::html::grid(opened.recording.header().start_clock_ns, opened.duration_ns);
+            let heap = opened.has_heap.then(|| HeapOptions {
+                slices: Some(o::html::heap_slices(&grid)),
+                ..HeapOptions::default()
             });
-            let waits = l.has_switches.then(|| off_cpu_profile::analyze(&l.input()));
-            let more: Vec<_> = waits
-                .as_ref()
-                .map(OffCpuProfile::named)
-                .into_iter()
-                .collect();
-            let ctx = l.context(heap.as_ref(), &more);
-            let timeline = l.has_switches.then(|| l.timeline(Some(grid))).flatten();
+            let l = loaded(opened.analyze(Wants {
+                off_cpu: true,
+                event: None,
+                heap,
+            })?);
+            let ctx = l.context();
+            let timeline = l
+                .opened
+                .has_switches
+                .then(|| l.opened.timeline(Some(grid)))
+                .flatten();
             let profiles = o::html::Profiles {
                 cpu: &l.cpu,
-                heap: heap.as_ref(),
-                off_cpu: waits.as_ref(),
+                heap: l.heap.as_ref(),
+                off_cpu: l.off_cpu.as_ref(),
                 threads: timeline.as_ref(),
             };
             let mut out = create(&output)?;
@@ -240,7 +243,12 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             symbols,
             source_dirs,
         } => {
-            let l = load_checked(&file, &symbols.lookup())?;
+            let l = loaded(load(
+                &file,
+                &symbols.lookup(),
+                &Filter::default(),
+                Wants::default(),
+            )?);
             let (name, lines) = o::annotate::lines(&l.cpu, &function)?;
             let mut out = io::stdout().lock();
             o::annotate::print(
@@ -261,23 +269,31 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             top,
             json,
         } => {
-            let (a, b) = load_pair(&old, &new, &symbols.lookup(), &filter.filter())?;
+            let (a, b) = load_pair(
+                &old,
+                &new,
+                &symbols.lookup(),
+                &filter.filter(),
+                heap_options(top),
+            )?;
+            let (a, b) = (loaded(a), loaded(b));
             let rows = diff(&a.cpu, &b.cpu);
-            let with_heap = a.has_heap || b.has_heap;
+            let with_heap = a.heap.is_some() || b.heap.is_some();
             let with_cpu = !with_heap || a.cpu.samples > 0 || b.cpu.samples > 0;
-            let heap = with_heap.then(|| {
-                let opts = heap_options(top);
-                heap::diff::diff(&a.heap(opts), &b.heap(opts))
-            });
+            let heap = a
+                .heap
+                .as_ref()
+                .zip(b.heap.as_ref())
+                .map(|(x, y)| heap::diff::diff(x, y));
             let old_side = Side {
                 file: &old,
                 samples: a.cpu.samples,
-                window: &a.window,
+                window: &a.opened.window,
             };
             let new_side = Side {
                 file: &new,
                 samples: b.cpu.samples,
-                window: &b.window,
+                window: &b.opened.window,
             };
             let mut out = io::stdout().lock();
             if json {
@@ -294,14 +310,21 @@ pub fn run(cli: Cli) -> Result<Outcome> {
 
 /// The two recordings of a comparison (`diff`, `html OLD NEW`), each analysed under the same
 /// filter: times count from each recording's own start, and a `--pid`/`--tid` that one of
-/// them never saw is an error naming that recording.
+/// them never saw is an error naming that recording. When either has heap events both get a
+/// heap profile (one of them empty), with `heap`.
 fn load_pair(
     old: &Path,
     new: &Path,
     lookup: &crossprof_symbols::Lookup,
     filter: &Filter,
+    heap: HeapOptions,
 ) -> Result<(Loaded, Loaded)> {
-    Ok((load(old, lookup, filter)?, load(new, lookup, filter)?))
+    let (a, b) = (open(old, lookup, filter)?, open(new, lookup, filter)?);
+    let wants = Wants {
+        heap: (a.has_heap || b.has_heap).then_some(heap),
+        ..Wants::default()
+    };
+    Ok((a.analyze(wants.clone())?, b.analyze(wants)?))
 }
 
 /// `hostside html OLD NEW`: both recordings analysed as `hostside diff` does.
@@ -312,19 +335,14 @@ fn html_diff(
     filter: &Filter,
     output: &Path,
 ) -> Result<Outcome> {
-    let (a, b) = load_pair(old, new, lookup, filter)?;
+    let (a, b) = load_pair(old, new, lookup, filter, HeapOptions::default())?;
     let rows = diff(&a.cpu, &b.cpu);
-    let (ha, hb) = if a.has_heap || b.has_heap {
-        let opts = HeapOptions::default();
-        (Some(a.heap(opts)), Some(b.heap(opts)))
-    } else {
-        (None, None)
-    };
-    let heap = ha
+    let heap = a
+        .heap
         .as_ref()
-        .zip(hb.as_ref())
+        .zip(b.heap.as_ref())
         .map(|(x, y)| heap::diff::diff(x, y));
-    let (ca, cb) = (a.context(ha.as_ref(), &[]), b.context(hb.as_ref(), &[]));
+    let (ca, cb) = (a.context(), b.context());
     let old_side = o::html::diff::DiffSide {
         file: old,
         ctx: &ca,
@@ -357,14 +375,27 @@ fn heap_metric(g: HeapGraph) -> HeapMetric {
 }
 
 /// Heap and off-CPU analyses need records the file may not have; say which command makes them.
-fn require(l: &Loaded, what: &str, present: bool, how: &str) -> Result<()> {
+fn require(o: &Opened, what: &str, present: bool, how: &str) -> Result<()> {
     if !present {
         bail!(
             "{} holds no {what} events; record with `{how}`",
-            l.recording.path().display()
+            o.recording.path().display()
         );
     }
     Ok(())
+}
+
+/// `--verbose`: how the recording was read, one line per pass over the file.
+fn print_passes(o: &Opened) {
+    for p in &o.passes {
+        eprintln!(
+            "hostside: {}: read {} in {:.2} s, {} frames decoded",
+            o.recording.path().display(),
+            p.what,
+            p.seconds,
+            p.frames
+        );
+    }
 }
 
 fn create(path: &Path) -> Result<Box<dyn Write>> {

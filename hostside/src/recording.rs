@@ -171,6 +171,19 @@ impl Recording {
         )
     }
 
+    /// Streams every record to `f` as an [`Item`], decoded on this thread; the heap events only
+    /// when `heap_events` (else counted in [`Summary::heap_records`] and skipped).
+    pub fn for_each_item(&self, heap_events: bool, mut f: impl FnMut(Item)) -> Summary {
+        let mut reader = self.reader(DecodeOptions {
+            sample_stacks: true,
+            heap_events,
+        });
+        while let Some(item) = reader.next_item() {
+            f(item);
+        }
+        reader.summary
+    }
+
     /// Streams every record to `f` as an [`Item`], decoded on another thread while `f` runs on
     /// this one: for passes whose own work per record is about what decoding costs (the heap
     /// analysis). Items arrive in file order, in chunks of [`CHUNK`]; at most [`IN_FLIGHT`]

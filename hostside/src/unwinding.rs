@@ -111,6 +111,46 @@ impl CutShortCounts {
 }
 
 impl UnwindStats {
+    /// Each count of `self` and `other` combined by `f`: the one place that lists them all.
+    fn zip(&self, other: &UnwindStats, f: impl Fn(u64, u64) -> u64) -> UnwindStats {
+        let (a, b) = (&self.truncated_by, &other.truncated_by);
+        UnwindStats {
+            complete: f(self.complete, other.complete),
+            truncated: f(self.truncated, other.truncated),
+            truncated_by: CutShortCounts {
+                stack_copy_ended: f(a.stack_copy_ended, b.stack_copy_ended),
+                no_unwind_tables: f(a.no_unwind_tables, b.no_unwind_tables),
+                no_unwind_info: f(a.no_unwind_info, b.no_unwind_info),
+                outside_mappings: f(a.outside_mappings, b.outside_mappings),
+                bad_frame: f(a.bad_frame, b.bad_frame),
+                too_deep: f(a.too_deep, b.too_deep),
+            },
+            no_registers: f(self.no_registers, other.no_registers),
+            prologue_frames: f(self.prologue_frames, other.prologue_frames),
+            jit_frame_pointer_frames: f(
+                self.jit_frame_pointer_frames,
+                other.jit_frame_pointer_frames,
+            ),
+            untabled_frames: f(self.untabled_frames, other.untabled_frames),
+            go_stack_switches: f(self.go_stack_switches, other.go_stack_switches),
+            scanned_frames: f(self.scanned_frames, other.scanned_frames),
+            joined_stacks: f(self.joined_stacks, other.joined_stacks),
+            sections_failed: f(self.sections_failed, other.sections_failed),
+            cfi_entries_skipped: f(self.cfi_entries_skipped, other.cfi_entries_skipped),
+        }
+    }
+
+    /// What was counted since `before` (an earlier copy of these counts): one sample's share,
+    /// which every profile that takes the sample adds to its own statistics.
+    pub fn since(&self, before: &UnwindStats) -> UnwindStats {
+        self.zip(before, u64::saturating_sub)
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &UnwindStats) {
+        *self = self.zip(other, u64::saturating_add);
+    }
+
     /// Samples that carried a stack copy.
     pub fn total(&self) -> u64 {
         self.complete + self.truncated + self.no_registers

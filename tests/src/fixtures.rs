@@ -106,12 +106,20 @@ impl MutexSplit {
 /// [`MutexSplit::measured`] says exactly, and the holder wakes it 20 times from each; see
 /// tests/tests/off_cpu.rs.
 pub fn recorded_mutex_split(tag: &str) -> MutexSplit {
+    recorded_mutex_split_with(tag, &[])
+}
+
+/// [`recorded_mutex_split`] with more `rec` options (`--heap`, `-e ...`).
+pub fn recorded_mutex_split_with(tag: &str, rec_options: &[&str]) -> MutexSplit {
     let program = build("mutex_split.c", tag, &["-O2"]);
     add_system_libs(&program.sysroot, &program.board);
     let recording = scratch().join(format!("{tag}.zst"));
     let out = recording.to_str().expect("UTF-8 path");
     let board = program.board.to_str().expect("UTF-8 path");
-    let o = run_rec(&["--off-cpu", "--out", out, "--", board, "20"]);
+    let mut args = vec!["--off-cpu", "--out", out];
+    args.extend_from_slice(rec_options);
+    args.extend(["--", board, "20"]);
+    let o = run_rec(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // "wait_turn_ns W take_lock_ns T rest_ns R hold_lock_ns H"
     let text = String::from_utf8_lossy(&o.stdout);

@@ -10,7 +10,7 @@ use crossprof_format::{Reader, Record};
 use crossprof_symbols::Lookup;
 use crossprof_tests::*;
 use hostside::output::{info, text};
-use hostside::pipeline::analyze;
+use hostside::pipeline::{analyze, Wants};
 use hostside::recording::Recording;
 
 /// A finished 10-second recording and, for each complete frame, (end offset, samples up to it).
@@ -94,9 +94,10 @@ fn full_report(data: Vec<u8>, lookup: &Lookup) -> Option<u64> {
     let l = analyze(
         Recording::from_bytes(Path::new("cut.zst"), data).ok()?,
         lookup,
+        Wants::default(),
     )
     .ok()?;
-    text::cpu_report(&mut sink, &l.context(None, &[]), &l.cpu, 10).unwrap();
+    text::cpu_report(&mut sink, &l.context(), &l.cpu, 10).unwrap();
     assert_eq!(i.records.get("sample").copied().unwrap_or(0), l.cpu.samples);
     Some(l.cpu.samples)
 }

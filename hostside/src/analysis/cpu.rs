@@ -6,11 +6,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crossprof_format::Record;
-
 use crate::frames::{FrameId, FrameTable};
 use crate::processes::{Placed, Processes, SpaceKey};
-use crate::recording::Pass;
 use crate::resolve::{unmapped_frame, Resolver};
 use crate::unwinding::{StackUnwinder, UnwindStats};
 
@@ -111,7 +108,7 @@ pub struct CpuProfile {
     pub unwind_errors: Vec<String>,
 }
 
-#[derive(PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct RawStack {
     space: SpaceKey,
     tid: u32,
@@ -169,39 +166,59 @@ fn jit_ids(processes: &Processes, pid: u32, user: &[u64], time: u64) -> Vec<u32>
     }
 }
 
-/// Streams the samples of a recording and builds the profile.
-pub fn analyze(
-    records: Pass<'_>,
-    processes: &Processes,
-    resolver: &Resolver,
-    unwinder: &mut StackUnwinder<'_>,
-) -> CpuProfile {
-    analyze_weighted(records, processes, resolver, unwinder, false)
+/// One sample's stack, unwound once: what every profile that takes the sample counts. The
+/// CPU, off-CPU, wakers' and an event's profiles share one unwinding of a sample they all take
+/// (see [`Accumulator::push`]).
+#[derive(Clone)]
+pub struct Unwound {
+    stack: RawStack,
+    time: u64,
+    cpu: u32,
+    /// What unwinding this sample added to the unwinder's statistics.
+    stats: UnwindStats,
 }
 
-/// Like [`analyze`], but when `weighted` each sample counts its `period` instead of 1: the
-/// off-CPU profile is made of samples whose period is the time waited (see
-/// [`crate::analysis::off_cpu_profile`]), and its counts are nanoseconds.
-pub fn analyze_weighted(
-    records: Pass<'_>,
-    processes: &Processes,
-    resolver: &Resolver,
-    unwinder: &mut StackUnwinder<'_>,
-    weighted: bool,
-) -> CpuProfile {
-    let mut acc = Accumulator::new(weighted);
-    records(&mut |r| {
-        if let Record::Sample(s) = r {
-            acc.push(s, processes, unwinder);
+impl Unwound {
+    /// Unwinds `s`'s stack copy (or takes its frame-pointer chain) in its address space.
+    pub fn of(
+        s: crossprof_format::Sample,
+        processes: &Processes,
+        unwinder: &mut StackUnwinder<'_>,
+    ) -> Unwound {
+        let before = unwinder.stats;
+        let copied = s.regs_mask != 0 || !s.stack.is_empty();
+        let pc = if copied {
+            unwinder.pc(&s)
+        } else {
+            s.user_chain.first().copied()
+        };
+        let space = processes.sample_space(s.pid, s.time, pc);
+        // A stack copy is unwound here, once per sample; from then on it is a chain like any
+        // frame-pointer one.
+        let user = if copied {
+            unwinder.user_chain(space, &s)
+        } else {
+            fp_chain(s.user_chain)
+        };
+        let jit = jit_ids(processes, space.0, &user, s.time);
+        Unwound {
+            stack: RawStack {
+                space,
+                tid: s.tid,
+                kernel: s.kernel_chain,
+                user,
+                jit,
+            },
+            time: s.time,
+            cpu: s.cpu,
+            stats: unwinder.stats.since(&before),
         }
-    });
-    acc.finish(processes, resolver, unwinder)
+    }
 }
 
-/// A profile being built from samples as they stream past: each stack copy is unwound once,
-/// as it arrives, and samples are counted by distinct stack; [`Accumulator::finish`] then
-/// resolves every distinct address once. Several accumulators can take the samples of one
-/// pass over the file (each profile its own).
+/// A profile being built from samples as they stream past: samples are counted by distinct
+/// unwound stack ([`Unwound`]); [`Accumulator::finish`] then resolves every distinct address
+/// once. Each profile of a pass over the file has its own.
 pub struct Accumulator {
     weighted: bool,
     /// Each distinct raw stack's index in `raw_counts` (count, period sum); the timeline
@@ -212,11 +229,14 @@ pub struct Accumulator {
     samples: u64,
     last_time: HashMap<u32, u64>,
     time_range: Option<(u64, u64)>,
+    /// The unwinding statistics of the samples taken.
+    stats: UnwindStats,
 }
 
 impl Accumulator {
-    /// Empty; when `weighted` each sample counts its `period` instead of 1 (see
-    /// [`analyze_weighted`]).
+    /// Empty; when `weighted` each sample counts its period instead of 1: the off-CPU
+    /// profile is made of samples whose period is the time waited (see
+    /// [`crate::analysis::off_cpu_profile`]), and its counts are nanoseconds.
     pub fn new(weighted: bool) -> Accumulator {
         Accumulator {
             weighted,
@@ -226,64 +246,40 @@ impl Accumulator {
             samples: 0,
             last_time: HashMap::new(),
             time_range: None,
+            stats: UnwindStats::default(),
         }
     }
 
-    /// Counts one sample, unwinding its stack copy with `unwinder`.
-    pub fn push(
-        &mut self,
-        s: crossprof_format::Sample,
-        processes: &Processes,
-        unwinder: &mut StackUnwinder<'_>,
-    ) {
+    /// Counts one unwound sample, with `period` (the sample's, or the weight this profile
+    /// gives it).
+    pub fn push(&mut self, u: Unwound, period: u64) {
         self.samples += 1;
+        self.stats.add(&u.stats);
         self.time_range = Some(match self.time_range {
-            None => (s.time, s.time),
-            Some((a, b)) => (a.min(s.time), b.max(s.time)),
+            None => (u.time, u.time),
+            Some((a, b)) => (a.min(u.time), b.max(u.time)),
         });
-        self.last_time.insert(s.tid, s.time);
-        let pc = if s.regs_mask != 0 || !s.stack.is_empty() {
-            unwinder.pc(&s)
-        } else {
-            s.user_chain.first().copied()
-        };
-        let space = processes.sample_space(s.pid, s.time, pc);
-        let weight = if self.weighted { s.period } else { 1 };
-        // A stack copy is unwound here, once per sample; from then on it is a chain like any
-        // frame-pointer one.
-        let user = if s.regs_mask != 0 || !s.stack.is_empty() {
-            unwinder.user_chain(space, &s)
-        } else {
-            fp_chain(s.user_chain)
-        };
+        self.last_time.insert(u.stack.tid, u.time);
+        let weight = if self.weighted { period } else { 1 };
         let next = self.raw_counts.len() as u32;
-        let jit = jit_ids(processes, space.0, &user, s.time);
-        let idx = *self
-            .raw
-            .entry(RawStack {
-                space,
-                tid: s.tid,
-                kernel: s.kernel_chain,
-                user,
-                jit,
-            })
-            .or_insert(next);
+        let idx = *self.raw.entry(u.stack).or_insert(next);
         if idx == next {
             self.raw_counts.push((0, 0));
         }
         let c = &mut self.raw_counts[idx as usize];
         c.0 = c.0.saturating_add(weight);
-        c.1 = c.1.saturating_add(s.period);
+        c.1 = c.1.saturating_add(period);
         self.timeline.push(SampleAt {
-            time: s.time,
-            period: s.period,
+            time: u.time,
+            period,
             stack: idx,
-            cpu: s.cpu,
+            cpu: u.cpu,
         });
     }
 
     /// The profile: every distinct address resolved once into frames, stacks and functions
-    /// sorted so that every run gives the same ids; `unwinder`'s statistics go with it.
+    /// sorted so that every run gives the same ids. The unwinder's module-wide counts (unwind
+    /// sections that failed, CFI entries skipped) and errors go with it.
     pub fn finish(
         self,
         processes: &Processes,
@@ -307,6 +303,7 @@ fn finish(
         samples,
         last_time,
         time_range,
+        stats,
         ..
     } = acc;
     // Sorted, so that frame ids (and every tie below) are the same on every run.
@@ -441,7 +438,11 @@ fn finish(
         unsymbolized_frames,
         unmapped_frames,
         time_range,
-        unwind: unwinder.stats,
+        unwind: UnwindStats {
+            sections_failed: unwinder.stats.sections_failed,
+            cfi_entries_skipped: unwinder.stats.cfi_entries_skipped,
+            ..stats
+        },
         unwind_errors: unwinder.section_errors().to_vec(),
     }
 }

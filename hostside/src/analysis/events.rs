@@ -8,11 +8,14 @@
 
 use std::collections::HashMap;
 
+use std::path::Path;
+
 use anyhow::{bail, Result};
 use crossprof_format::{Record, Sample};
 
-use crate::analysis::cpu::{self, CpuProfile};
-use crate::analysis::Input;
+use crate::analysis::cpu::{Accumulator, CpuProfile};
+use crate::processes::Processes;
+use crate::resolve::Resolver;
 use crate::unwinding::StackUnwinder;
 
 /// Where a group of event addresses fell.
@@ -102,102 +105,123 @@ fn kind_of(path: &str) -> &'static str {
     }
 }
 
-/// The events a recording sampled, main first.
-pub fn recorded_events(l: &Input<'_>) -> Vec<String> {
-    let h = l.recording.header();
-    if h.events.is_empty() {
-        vec![h.event.clone()]
+/// The events a recording with `header` sampled, main first.
+pub fn recorded_events(header: &crossprof_format::Header) -> Vec<String> {
+    if header.events.is_empty() {
+        vec![header.event.clone()]
     } else {
-        h.events.clone()
+        header.events.clone()
     }
 }
 
-/// Builds the profile of the event called `name`, from the samples inside [`Input::window`].
-pub fn analyze(l: &Input<'_>, name: &str) -> Result<EventProfile> {
-    let events = recorded_events(l);
-    let Some(index) = events.iter().position(|e| e == name) else {
-        bail!(
-            "{} holds no {name} samples; it recorded: {} (record with `rec -e {name}`)",
-            l.recording.path().display(),
-            events.join(", ")
-        );
-    };
-    let index = index as u32;
-    let maps = &l.data_maps.by_pid;
-    let mut hits: HashMap<(u32, usize), u64> = HashMap::new();
-    let mut unmapped: HashMap<u32, u64> = HashMap::new();
-    let header = l.recording.header();
-    let mut unwinder = StackUnwinder::new(l.processes, l.resolver, l.arch, header.big_endian);
-    let mut place = |s: &Sample| {
-        if s.addr == 0 {
-            return;
-        }
-        // The latest mapping made before the event that holds the address.
-        let found = maps.get(&s.pid).and_then(|v| {
-            v.iter()
-                .enumerate()
-                .rev()
-                .find(|(_, m)| m.time <= s.time && m.start <= s.addr && s.addr < m.end)
-                .map(|(i, _)| i)
-        });
-        match found {
-            Some(i) => *hits.entry((s.pid, i)).or_default() += 1,
-            None => *unmapped.entry(s.pid).or_default() += 1,
-        }
-    };
-    let cpu = cpu::analyze_weighted(
-        &mut |f| {
-            l.recording.for_each(|r| {
-                let s = match r {
-                    Record::Sample(s) if index == 0 => s,
-                    Record::EventSample(e) if e.event == index => e.sample,
-                    _ => return,
-                };
-                if !l.window.keeps(s.time, s.pid, s.tid) {
-                    return;
-                }
-                place(&s);
-                f(Record::Sample(s));
-            });
-        },
-        l.processes,
-        l.resolver,
-        &mut unwinder,
-        false,
-    );
-    let mut mappings: Vec<MappingHits> = hits
-        .into_iter()
-        .filter_map(|((pid, i), count)| {
-            let m = maps.get(&pid)?.get(i)?;
-            Some(MappingHits {
-                pid,
-                kind: kind_of(&m.path),
-                name: m.path.clone(),
-                start: m.start,
-                end: m.end,
-                count,
-            })
+/// One event's profile while the pass over the stacks runs: which samples are the event's
+/// ([`EventBuilder::take`], which also places their addresses), and their stacks
+/// ([`EventBuilder::stacks`]).
+pub struct EventBuilder {
+    name: String,
+    index: u32,
+    maps: DataMaps,
+    hits: HashMap<(u32, usize), u64>,
+    unmapped: HashMap<u32, u64>,
+    /// The event's samples' stacks.
+    pub stacks: Accumulator,
+}
+
+impl EventBuilder {
+    /// For the event called `name` of a recording with `header` (`path` names it in the
+    /// error), placing addresses in `maps`; an event the recording did not sample is an error
+    /// that lists those it did.
+    pub fn new(
+        header: &crossprof_format::Header,
+        path: &Path,
+        name: &str,
+        maps: DataMaps,
+    ) -> Result<EventBuilder> {
+        let events = recorded_events(header);
+        let Some(index) = events.iter().position(|e| e == name) else {
+            bail!(
+                "{} holds no {name} samples; it recorded: {} (record with `rec -e {name}`)",
+                path.display(),
+                events.join(", ")
+            );
+        };
+        Ok(EventBuilder {
+            name: name.to_string(),
+            index: index as u32,
+            maps,
+            hits: HashMap::new(),
+            unmapped: HashMap::new(),
+            stacks: Accumulator::new(false),
         })
-        .collect();
-    mappings.extend(unmapped.into_iter().map(|(pid, count)| MappingHits {
-        pid,
-        kind: "unmapped",
-        name: String::new(),
-        start: 0,
-        end: 0,
-        count,
-    }));
-    mappings.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then(a.pid.cmp(&b.pid))
-            .then(a.start.cmp(&b.start))
-    });
-    Ok(EventProfile {
-        name: name.to_string(),
-        cpu,
-        mappings,
-    })
+    }
+
+    /// Whether `s`, a sample of the main event (`event` `None`) or of the secondary event
+    /// `event`, already inside the analysed window, is this event's; if so its address is placed in
+    /// its mapping.
+    pub fn take(&mut self, s: &Sample, event: Option<u32>) -> bool {
+        if event.unwrap_or(0) != self.index {
+            return false;
+        }
+        if s.addr != 0 {
+            // The latest mapping made before the event that holds the address.
+            let found = self.maps.by_pid.get(&s.pid).and_then(|v| {
+                v.iter()
+                    .enumerate()
+                    .rev()
+                    .find(|(_, m)| m.time <= s.time && m.start <= s.addr && s.addr < m.end)
+                    .map(|(i, _)| i)
+            });
+            match found {
+                Some(i) => *self.hits.entry((s.pid, i)).or_default() += 1,
+                None => *self.unmapped.entry(s.pid).or_default() += 1,
+            }
+        }
+        true
+    }
+
+    /// The profile, once the pass is over.
+    pub fn finish(
+        self,
+        processes: &Processes,
+        resolver: &Resolver,
+        unwinder: &StackUnwinder<'_>,
+    ) -> EventProfile {
+        let maps = &self.maps.by_pid;
+        let mut mappings: Vec<MappingHits> = self
+            .hits
+            .into_iter()
+            .filter_map(|((pid, i), count)| {
+                let m = maps.get(&pid)?.get(i)?;
+                Some(MappingHits {
+                    pid,
+                    kind: kind_of(&m.path),
+                    name: m.path.clone(),
+                    start: m.start,
+                    end: m.end,
+                    count,
+                })
+            })
+            .collect();
+        mappings.extend(self.unmapped.into_iter().map(|(pid, count)| MappingHits {
+            pid,
+            kind: "unmapped",
+            name: String::new(),
+            start: 0,
+            end: 0,
+            count,
+        }));
+        mappings.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.pid.cmp(&b.pid))
+                .then(a.start.cmp(&b.start))
+        });
+        EventProfile {
+            name: self.name,
+            cpu: self.stacks.finish(processes, resolver, unwinder),
+            mappings,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,16 +3,21 @@
 //! symbolized like CPU samples, weighted by the nanoseconds waited.
 //!
 //! The switch and sample times come from the recording's metadata pass ([`OffCpuEvents`], kept
-//! by the pipeline); one pass of its own then feeds only the samples that name a wait, each
-//! once with the sum of its waits as its weight, through the CPU analysis. Memory is the
+//! by the pipeline), which measures the waits before the pass over the stacks
+//! ([`OffCpuBuilder`]); that pass, shared with every other profile, hands it only the samples
+//! that name a wait, each once with the sum of its waits as its weight. Memory is the
 //! per-thread event lists, not the stacks.
 
 use crossprof_format::{Record, Sample};
 
-use crate::analysis::cpu::{self, CpuProfile};
-use crate::analysis::off_cpu::{Blocked, Event, Provider, ThreadTimes, Timeline, WakerKey};
+use crate::analysis::cpu::{Accumulator, CpuProfile, Unwound};
+use crate::analysis::off_cpu::{
+    Assignment, Blocked, Event, Provider, ThreadTimes, Timeline, WakerKey,
+};
 use crate::analysis::wakers::{self, Wakers};
-use crate::analysis::Input;
+use crate::filter::Window;
+use crate::processes::Processes;
+use crate::resolve::Resolver;
 use crate::unwinding::StackUnwinder;
 
 /// The header's name of the event whose samples are blocking stacks.
@@ -138,129 +143,165 @@ impl OffCpuEvents {
     }
 }
 
-/// Measures and charges every wait of the recording, cut to [`Input::window`].
-pub fn analyze(l: &Input<'_>) -> OffCpuProfile {
-    let header = l.recording.header();
-    let events = match l.off_cpu_events {
-        Some(e) => e.clone(),
-        None => {
-            // Kept by the metadata pass when the header says switches were recorded; read
-            // them now otherwise.
-            let mut e = OffCpuEvents::new(header, l.duration_ns);
-            l.recording.for_each_metadata(|r| e.observe(&r));
-            e
+/// The off-CPU analysis while the pass over the stacks runs. Made from the metadata pass's
+/// [`OffCpuEvents`] before it, so that it knows which samples name a wait and with what
+/// weight ([`OffCpuBuilder::wait_weight`]) and which wakeups ended one
+/// ([`OffCpuBuilder::waker_weight`]); the pass pushes those samples' stacks into
+/// [`OffCpuBuilder::waits`] and [`OffCpuBuilder::wakers`].
+pub struct OffCpuBuilder {
+    assignment: Assignment,
+    end: u64,
+    blocking: Option<u32>,
+    waking: Option<u32>,
+    stacks: String,
+    waker_event: String,
+    /// The blocked stacks, weighted by the nanoseconds waited.
+    pub waits: Accumulator,
+    /// The wakers' stacks, weighted by the waits they ended; when the recording has wakeups.
+    pub wakers: Option<Accumulator>,
+}
+
+impl OffCpuBuilder {
+    /// Measures every wait of `events`, cut to `window`, in a recording with `header` that
+    /// lasted `duration_ns`.
+    pub fn new(
+        events: OffCpuEvents,
+        header: &crossprof_format::Header,
+        duration_ns: u64,
+        window: &Window,
+    ) -> OffCpuBuilder {
+        let OffCpuEvents {
+            timeline,
+            end,
+            blocking,
+            waking,
+        } = events;
+        let end = end.max(header.start_clock_ns.saturating_add(duration_ns));
+        OffCpuBuilder {
+            assignment: timeline.assign_within(end, window),
+            end,
+            blocking,
+            waking,
+            stacks: header.off_cpu.clone(),
+            waker_event: waking
+                .and_then(|i| header.events.get(i as usize).cloned())
+                .unwrap_or_default(),
+            waits: Accumulator::new(true),
+            wakers: waking.map(|_| Accumulator::new(true)),
         }
-    };
-    let OffCpuEvents {
-        timeline,
-        mut end,
-        blocking,
-        waking,
-    } = events;
-    end = end.max(header.start_clock_ns.saturating_add(l.duration_ns));
-    let assignment = timeline.assign_within(end, l.window);
-    let mut charged = assignment.charged;
-    let mut unwinder = StackUnwinder::new(l.processes, l.resolver, l.arch, header.big_endian);
-    let profile = cpu::analyze_weighted(
-        &mut |f| {
-            l.recording.for_each(|r| {
-                let (sample, provider) = match r {
-                    Record::Sample(s) => {
-                        let p = Provider::OnCpu(s.time);
-                        (s, p)
-                    }
-                    Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => {
-                        let p = Provider::Blocking(e.sample.time);
-                        (e.sample, p)
-                    }
-                    _ => return,
-                };
-                if let Some(ns) = charged.remove(&(sample.pid, sample.tid, provider)) {
-                    f(Record::Sample(Sample {
-                        period: ns,
-                        ..sample
-                    }));
-                }
-            });
-            // Waits of threads never sampled before: no stack, only the thread.
-            let mut unknown: Vec<_> = charged
-                .drain()
-                .filter(|((_, _, p), _)| *p == Provider::Unknown)
-                .collect();
-            unknown.sort_unstable();
-            for ((pid, tid, _), ns) in unknown {
-                f(Record::Sample(Sample {
-                    time: end,
-                    pid,
-                    tid,
-                    period: ns,
-                    ..Default::default()
-                }));
-            }
-        },
-        l.processes,
-        l.resolver,
-        &mut unwinder,
-        true,
-    );
-    // A wait's stack is the sample fed for it: its thread and time.
-    let blocked = wakers::stacks_by_sample(&profile);
-    let stack_of = |&(_, tid, provider): &Blocked| {
-        let time = match provider {
-            Provider::Blocking(t) | Provider::OnCpu(t) => t,
-            Provider::Unknown => end,
+    }
+
+    /// The nanoseconds of waits charged to this sample, if any: a CPU sample
+    /// (`event` `None`) or a blocking one. Each sample is charged once.
+    pub fn wait_weight(&mut self, s: &Sample, event: Option<u32>) -> Option<u64> {
+        let provider = match event {
+            None => Provider::OnCpu(s.time),
+            Some(e) if Some(e) == self.blocking && e != 0 => Provider::Blocking(s.time),
+            Some(_) => return None,
         };
-        blocked.get(&(tid, time)).copied()
-    };
-    let mut waits: Vec<Wait> = assignment
-        .waits
-        .iter()
-        .filter_map(|(b, from, to)| {
-            Some(Wait {
-                pid: b.0,
-                tid: b.1,
-                from: *from,
-                to: *to,
-                stack: stack_of(b)?,
+        self.assignment.charged.remove(&(s.pid, s.tid, provider))
+    }
+
+    /// The nanoseconds of the wait this wakeup sample ended, if it ended one.
+    pub fn waker_weight(&self, s: &Sample, event: Option<u32>) -> Option<u64> {
+        if event.is_none() || event != self.waking {
+            return None;
+        }
+        let key = WakerKey {
+            pid: s.pid,
+            tid: s.tid,
+            time: s.time,
+        };
+        self.assignment.wakers.get(&key).map(|&(_, ns)| ns)
+    }
+
+    /// The profile, once the pass is over: waits of threads never sampled before have no
+    /// stack and are counted under their thread only.
+    pub fn finish(
+        mut self,
+        processes: &Processes,
+        resolver: &Resolver,
+        unwinder: &mut StackUnwinder<'_>,
+    ) -> OffCpuProfile {
+        let end = self.end;
+        let mut unknown: Vec<_> = self
+            .assignment
+            .charged
+            .drain()
+            .filter(|((_, _, p), _)| *p == Provider::Unknown)
+            .collect();
+        unknown.sort_unstable();
+        for ((pid, tid, _), ns) in unknown {
+            let s = Sample {
+                time: end,
+                pid,
+                tid,
+                period: ns,
+                ..Default::default()
+            };
+            self.waits.push(Unwound::of(s, processes, unwinder), ns);
+        }
+        let profile = self.waits.finish(processes, resolver, unwinder);
+        let assignment = self.assignment;
+        // A wait's stack is the sample fed for it: its thread and time.
+        let blocked = wakers::stacks_by_sample(&profile);
+        let stack_of = |&(_, tid, provider): &Blocked| {
+            let time = match provider {
+                Provider::Blocking(t) | Provider::OnCpu(t) => t,
+                Provider::Unknown => end,
+            };
+            blocked.get(&(tid, time)).copied()
+        };
+        let mut waits: Vec<Wait> = assignment
+            .waits
+            .iter()
+            .filter_map(|(b, from, to)| {
+                Some(Wait {
+                    pid: b.0,
+                    tid: b.1,
+                    from: *from,
+                    to: *to,
+                    stack: stack_of(b)?,
+                })
             })
-        })
-        .collect();
-    waits.sort_unstable_by_key(|w| (w.from, w.tid, w.pid));
-    let wakers = waking.map(|event| {
-        wakers::analyze(
-            l,
-            event,
-            &assignment.wakers,
-            stack_of,
-            (assignment.woken_ns, assignment.unwoken_ns),
-        )
-    });
-    let mut threads: Vec<OffCpuThread> = assignment
-        .threads
-        .into_iter()
-        .map(|((pid, tid), times)| OffCpuThread {
-            pid,
-            tid,
-            comm: l.processes.name(tid, u64::MAX).to_string(),
-            times,
-        })
-        .collect();
-    threads.sort_by(|a, b| {
-        b.times
-            .off_cpu_ns()
-            .cmp(&a.times.off_cpu_ns())
-            .then(a.pid.cmp(&b.pid))
-            .then(a.tid.cmp(&b.tid))
-    });
-    OffCpuProfile {
-        profile,
-        wait_ns: assignment.exact_ns + assignment.approximate_ns + assignment.unknown_ns,
-        stacks: header.off_cpu.clone(),
-        exact_ns: assignment.exact_ns,
-        approximate_ns: assignment.approximate_ns,
-        unknown_ns: assignment.unknown_ns,
-        threads,
-        wakers,
-        waits,
+            .collect();
+        waits.sort_unstable_by_key(|w| (w.from, w.tid, w.pid));
+        let wakers = self.wakers.map(|acc| {
+            wakers::pair(
+                acc.finish(processes, resolver, unwinder),
+                self.waker_event,
+                &assignment.wakers,
+                stack_of,
+                (assignment.woken_ns, assignment.unwoken_ns),
+            )
+        });
+        let mut threads: Vec<OffCpuThread> = assignment
+            .threads
+            .into_iter()
+            .map(|((pid, tid), times)| OffCpuThread {
+                pid,
+                tid,
+                comm: processes.name(tid, u64::MAX).to_string(),
+                times,
+            })
+            .collect();
+        threads.sort_by(|a, b| {
+            b.times
+                .off_cpu_ns()
+                .cmp(&a.times.off_cpu_ns())
+                .then(a.pid.cmp(&b.pid))
+                .then(a.tid.cmp(&b.tid))
+        });
+        OffCpuProfile {
+            profile,
+            wait_ns: assignment.exact_ns + assignment.approximate_ns + assignment.unknown_ns,
+            stacks: self.stacks,
+            exact_ns: assignment.exact_ns,
+            approximate_ns: assignment.approximate_ns,
+            unknown_ns: assignment.unknown_ns,
+            threads,
+            wakers,
+            waits,
+        }
     }
 }

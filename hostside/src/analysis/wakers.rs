@@ -3,19 +3,15 @@
 //!
 //! `rec --off-cpu` samples the scheduler's `sched_waking` tracepoint in the waker's context
 //! (its stack) and names the woken thread; [`crate::analysis::off_cpu`] gives each blocked
-//! wait the wakeup that ended it. Here the wakers' samples are symbolized like CPU samples
-//! (a second pass over the file, feeding only the wakeups that ended a wait) and paired with
-//! the blocked stacks they ended. Samples are told apart by their thread and time, which
+//! wait the wakeup that ended it. The wakers' samples are symbolized like CPU samples (the one
+//! pass over the stacks hands this profile only the wakeups that ended a wait) and paired
+//! here with the blocked stacks they ended. Samples are told apart by their thread and time, which
 //! name one record of the file.
 
 use std::collections::HashMap;
 
-use crossprof_format::{Record, Sample};
-
-use crate::analysis::cpu::{self, CpuProfile};
+use crate::analysis::cpu::CpuProfile;
 use crate::analysis::off_cpu::{Blocked, WakerKey};
-use crate::analysis::Input;
-use crate::unwinding::StackUnwinder;
 
 /// The header's names of wakeup events, as rec records them.
 pub const WAKEUP_EVENTS: [&str; 2] = ["sched:sched_waking", "sched:sched_wakeup"];
@@ -63,40 +59,16 @@ pub fn stacks_by_sample(p: &CpuProfile) -> HashMap<(u32, u64), u32> {
         .collect()
 }
 
-/// Symbolizes the wakers in `wakers` (the wakeup that ended each blocked wait) and pairs them
-/// with the blocked stacks: `blocked_stack` finds a wait's stack in the off-CPU profile.
-pub fn analyze(
-    l: &Input<'_>,
-    event: u32,
+/// Pairs the wakers' profile (the wakeups that ended a blocked wait, weighted by the wait,
+/// see `OffCpuBuilder::waker_weight`) with the blocked stacks they ended: `wakers` names each
+/// wakeup's wait and `blocked_stack` finds a wait's stack in the off-CPU profile.
+pub fn pair(
+    profile: CpuProfile,
+    event: String,
     wakers: &HashMap<WakerKey, (Blocked, u64)>,
     blocked_stack: impl Fn(&Blocked) -> Option<u32>,
     (woken_ns, unwoken_ns): (u64, u64),
 ) -> Wakers {
-    let header = l.recording.header();
-    let mut unwinder = StackUnwinder::new(l.processes, l.resolver, l.arch, header.big_endian);
-    let profile = cpu::analyze_weighted(
-        &mut |f| {
-            l.recording.for_each(|r| {
-                let Record::EventSample(e) = r else { return };
-                if e.event != event {
-                    return;
-                }
-                let s = e.sample;
-                let key = WakerKey {
-                    pid: s.pid,
-                    tid: s.tid,
-                    time: s.time,
-                };
-                if let Some(&(_, ns)) = wakers.get(&key) {
-                    f(Record::Sample(Sample { period: ns, ..s }));
-                }
-            });
-        },
-        l.processes,
-        l.resolver,
-        &mut unwinder,
-        true,
-    );
     let waker_stack = stacks_by_sample(&profile);
     let mut pairs: HashMap<(u32, u32), (u64, u64)> = HashMap::new();
     for (key, (blocked, ns)) in wakers {
@@ -125,11 +97,7 @@ pub fn analyze(
             .then(a.waker.cmp(&b.waker))
     });
     Wakers {
-        event: header
-            .events
-            .get(event as usize)
-            .cloned()
-            .unwrap_or_default(),
+        event,
         profile,
         pairs,
         woken_ns,

@@ -48,10 +48,12 @@ pub use profile::{
     SiteRow, TraceRow,
 };
 
+use crossprof_format::Item;
+
 use crate::analysis::heap::stream::State;
 use crate::filter::Window;
 use crate::processes::Processes;
-use crate::recording::{Pass, Recording};
+use crate::recording::Pass;
 use crate::resolve::Resolver;
 
 /// Functions heaptrack removes from the inner end of a stack: the site is their caller.
@@ -134,16 +136,32 @@ pub fn analyze(
     st.finish()
 }
 
-/// [`analyze`] on a whole recording, decoded on another thread while this one counts.
-pub fn analyze_recording(
-    recording: &Recording,
-    processes: &Processes,
-    resolver: &Resolver,
-    opts: HeapOptions,
-) -> HeapProfile {
-    let mut st = State::new(processes, resolver, recording.header().start_clock_ns, opts);
-    recording.for_each_item_in_background(|item| st.item(item));
-    st.finish()
+/// The heap analysis while the pass over the recording runs: the pass hands it every item
+/// that is not a sample ([`HeapBuilder::item`]), then takes the profile
+/// ([`HeapBuilder::finish`]).
+pub struct HeapBuilder<'a>(State<'a>);
+
+impl<'a> HeapBuilder<'a> {
+    /// Empty, for a recording that started at `start` on the board clock (the header's
+    /// `start_clock_ns`).
+    pub fn new(
+        processes: &'a Processes,
+        resolver: &'a Resolver,
+        start: u64,
+        opts: HeapOptions,
+    ) -> HeapBuilder<'a> {
+        HeapBuilder(State::new(processes, resolver, start, opts))
+    }
+
+    /// Counts one heap event or record.
+    pub fn item(&mut self, item: Item) {
+        self.0.item(item)
+    }
+
+    /// The profile, once the pass is over.
+    pub fn finish(self) -> HeapProfile {
+        self.0.finish()
+    }
 }
 
 #[cfg(test)]

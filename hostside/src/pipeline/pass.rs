@@ -1,0 +1,162 @@
+//! The pass over the stacks: every sample and heap event of the recording, decoded once and
+//! handed to each profile the command asked for. A sample several profiles take (a CPU sample
+//! that also names a wait, a blocking sample that is also the `--event` asked for) is unwound
+//! once, by the one [`StackUnwinder`], and each profile counts its copy; heap events go to the
+//! heap analysis, decoded on another thread while this one unwinds and counts.
+
+use std::time::Instant;
+
+use crossprof_format::{Item, Record, Sample};
+
+use crate::analysis::cpu::{Accumulator, CpuProfile, Unwound};
+use crate::analysis::events::{EventBuilder, EventProfile};
+use crate::analysis::heap::{HeapBuilder, HeapOptions, HeapProfile};
+use crate::analysis::off_cpu_profile::{OffCpuBuilder, OffCpuProfile};
+use crate::pipeline::{Opened, PassStats};
+use crate::unwinding::StackUnwinder;
+
+/// What one pass made.
+pub struct Profiles {
+    /// The CPU profile, always made.
+    pub cpu: CpuProfile,
+    /// The off-CPU profile, when a builder was given.
+    pub off_cpu: Option<OffCpuProfile>,
+    /// The `--event` profile, when a builder was given.
+    pub event: Option<EventProfile>,
+    /// The heap profile, when options were given.
+    pub heap: Option<HeapProfile>,
+    /// The pass itself, when the file was read (a recording with neither samples nor a heap
+    /// profile asked for is not).
+    pub pass: Option<PassStats>,
+}
+
+/// The profiles being built while the records stream past.
+struct Consumers<'a> {
+    o: &'a Opened,
+    unwinder: StackUnwinder<'a>,
+    cpu: Accumulator,
+    off_cpu: Option<OffCpuBuilder>,
+    event: Option<EventBuilder>,
+    heap: Option<HeapBuilder<'a>>,
+}
+
+impl Consumers<'_> {
+    fn item(&mut self, item: Item) {
+        match item {
+            Item::Other(r) if matches!(*r, Record::Sample(_) | Record::EventSample(_)) => {
+                match *r {
+                    Record::Sample(s) => self.sample(s, None),
+                    Record::EventSample(e) => self.sample(e.sample, Some(e.event)),
+                    _ => {}
+                }
+            }
+            item => {
+                if let Some(h) = self.heap.as_mut() {
+                    h.item(item);
+                }
+            }
+        }
+    }
+
+    /// Hands `s`, a sample of the main event (`event` `None`) or of a secondary one, to every
+    /// profile that takes it, unwound once.
+    fn sample(&mut self, s: Sample, event: Option<u32>) {
+        let in_window = self.o.window.keeps(s.time, s.pid, s.tid);
+        let period = s.period;
+        let (waits, wakers) = match self.off_cpu.as_mut() {
+            Some(b) => {
+                let wait = b.wait_weight(&s, event);
+                let waker = b.waker_weight(&s, event);
+                (
+                    wait.map(|ns| (&mut b.waits, ns)),
+                    waker.and_then(|ns| Some((b.wakers.as_mut()?, ns))),
+                )
+            }
+            None => (None, None),
+        };
+        let chosen = self
+            .event
+            .as_mut()
+            .filter(|_| in_window)
+            .and_then(|e| e.take(&s, event).then_some((&mut e.stacks, period)));
+        let cpu = (event.is_none() && in_window).then_some((&mut self.cpu, period));
+        let mut takers: Vec<(&mut Accumulator, u64)> =
+            [cpu, waits, wakers, chosen].into_iter().flatten().collect();
+        let Some((last, last_period)) = takers.pop() else {
+            return;
+        };
+        let u = Unwound::of(s, &self.o.processes, &mut self.unwinder);
+        for (acc, p) in takers {
+            acc.push(u.clone(), p);
+        }
+        last.push(u, last_period);
+    }
+}
+
+/// Reads the recording once for `off_cpu`, `event` and the heap (when `heap` is given), and
+/// always the CPU profile. Debug info loads on another core meanwhile.
+pub fn run(
+    o: &Opened,
+    off_cpu: Option<OffCpuBuilder>,
+    event: Option<EventBuilder>,
+    heap: Option<HeapOptions>,
+) -> Profiles {
+    let (processes, resolver) = (&o.processes, &o.resolver);
+    let header = o.recording.header();
+    let mut c = Consumers {
+        o,
+        unwinder: StackUnwinder::new(processes, resolver, o.arch, header.big_endian),
+        cpu: Accumulator::new(false),
+        off_cpu,
+        event,
+        heap: heap.map(|opts| {
+            let opts = HeapOptions {
+                window: o.window,
+                ..opts
+            };
+            HeapBuilder::new(processes, resolver, header.start_clock_ns, opts)
+        }),
+    };
+    let stacks = o.has_samples || c.off_cpu.is_some() || c.event.is_some();
+    let with_heap = c.heap.is_some();
+    let started = Instant::now();
+    // Without samples, modules load as the heap analysis first needs them: those that hold
+    // no allocation site are never read.
+    let summary = std::thread::scope(|scope| {
+        if o.has_samples {
+            scope.spawn(|| resolver.preload());
+        }
+        if with_heap {
+            // Heap events are many and cheap to count: decoding them is half the work.
+            Some(o.recording.for_each_item_in_background(|i| c.item(i)))
+        } else if stacks {
+            Some(o.recording.for_each_item(false, |i| c.item(i)))
+        } else {
+            None
+        }
+    });
+    let pass = summary.map(|s| PassStats {
+        what: if with_heap {
+            "samples and heap events"
+        } else {
+            "samples"
+        },
+        frames: s.frames,
+        seconds: started.elapsed().as_secs_f64(),
+    });
+    let Consumers {
+        mut unwinder,
+        cpu,
+        off_cpu,
+        event,
+        heap,
+        ..
+    } = c;
+    Profiles {
+        cpu: cpu.finish(processes, resolver, &unwinder),
+        off_cpu: off_cpu.map(|b| b.finish(processes, resolver, &mut unwinder)),
+        event: event.map(|b| b.finish(processes, resolver, &unwinder)),
+        heap: heap.map(HeapBuilder::finish),
+        pass,
+    }
+}
