@@ -368,8 +368,37 @@ fn heap_stacks_the_interposer_cut_short_are_counted_exactly() {
     record(&recording, &["--heap"], &[program.board.to_str().unwrap()]);
     let report = heap_report_json(&recording, &program.sysroot);
     let diags = json_diagnostics(&report);
-    // DEEP_ALLOCS in heap_deep_stack.c; the SHALLOW_ALLOCS from main are whole.
-    assert_eq!(diags.get("heap-stack-cut-short"), Some(&7), "{diags:?}");
+    // DEEP_ALLOCS in heap_deep_stack.c, cut at the limit; the SHALLOW_ALLOCS from main are
+    // whole. The interposer recorded the reason with each stack.
+    assert_eq!(
+        diags.get("heap-stack-cut-short (too_deep)"),
+        Some(&7),
+        "{diags:?}"
+    );
+    let cut = &report["heap"]["anomalies"]["cut_short_allocations"];
+    assert_eq!(
+        (cut["too_deep"].as_u64(), cut["bad_frame"].as_u64()),
+        (Some(7), Some(0)),
+        "{cut}"
+    );
+    // The reason is no frame: the deep site's stack is the 127 frames kept, ending in
+    // `descend` (the 128th slot held the reason).
+    let sites = report["heap"]["sites"].as_array().expect("sites");
+    let deep = sites
+        .iter()
+        .find(|s| s["allocations"] == 7)
+        .unwrap_or_else(|| panic!("no site of 7 allocations: {sites:#?}"));
+    let stack: Vec<&str> = deep["stack"]
+        .as_array()
+        .expect("stack")
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert_eq!(stack.len(), 127, "{stack:?}");
+    assert!(
+        stack.iter().all(|f| *f == "descend"),
+        "frames other than descend: {stack:?}"
+    );
     let text = hostside_ok(&[
         "report",
         "--heap",

@@ -1,20 +1,11 @@
 //! The heap profile's gaps as diagnostics: lost events, stacks cut short, unknown frees.
 
-use super::Kind;
+use super::{Diagnostic, Kind};
 use crate::analysis::heap::HeapProfile;
 
 /// Adds the heap profile's diagnostics (what `h.anomalies` counted).
 pub(super) fn allocations(h: &HeapProfile, add: &mut impl FnMut(Kind, u64, String)) {
     let a = &h.anomalies;
-    add(
-        Kind::HeapStackCutShort,
-        a.depth_limited_allocations,
-        format!(
-            "allocations whose stack reached the interposer's limit of {} frames: their \
-             outermost callers are missing",
-            crossprof_heap_wire::MAX_FRAMES
-        ),
-    );
     add(
         Kind::HeapStackUnknown,
         a.unknown_stack_allocations,
@@ -50,5 +41,35 @@ pub(super) fn allocations(h: &HeapProfile, add: &mut impl FnMut(Kind, u64, Strin
                 e.cap
             ),
         );
+    }
+}
+
+/// The `heap-stack-cut-short` entries, one per reason the interposer recorded (count:
+/// allocations).
+pub(super) fn cut_short(h: &HeapProfile, out: &mut Vec<Diagnostic>) {
+    for (why, n) in h.anomalies.cut_short_allocations.by_reason() {
+        if n > 0 {
+            out.push(Diagnostic {
+                kind: Kind::HeapStackCutShort,
+                reason: Some(why),
+                profile: None,
+                count: n,
+                message: format!(
+                    "allocations whose stack the interposer's unwinder cut short {}: their \
+                     outermost callers are missing",
+                    cut_reason(why)
+                ),
+            });
+        }
+    }
+}
+
+/// What a reason the interposer recorded means, for the diagnostic's message.
+fn cut_reason(name: &str) -> String {
+    match name {
+        "too_deep" => format!("at its limit of {} frames", crossprof_heap_wire::MAX_FRAMES),
+        "no_unwind_info" => "in code without unwind tables (the stack is the site alone)".into(),
+        "bad_frame" => "where an unwind rule led nowhere".into(),
+        _ => "at a read outside the thread's stack".into(),
     }
 }

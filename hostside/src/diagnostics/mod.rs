@@ -26,7 +26,7 @@ use crate::unwinding::UnwindStats;
 pub struct Diagnostic {
     /// What happened, a stable kebab-case name (see [`Kind`]).
     pub kind: Kind,
-    /// For kinds with several causes (`unwind-cut-short`), which one.
+    /// For kinds with several causes (`unwind-cut-short`, `heap-stack-cut-short`), which one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// For the stack diagnostics of a profile other than the CPU samples', which one:
@@ -318,6 +318,9 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
     unwind::stack_copies(src.unwind, src.unwind_errors, &mut add);
     if let Some(h) = src.heap {
         heap::allocations(h, &mut add);
+    }
+    if let Some(h) = src.heap {
+        heap::cut_short(h, &mut out);
     }
     cut_short(src.unwind, None, &mut out);
     for &(profile, u) in src.other_stacks {

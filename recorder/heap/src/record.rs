@@ -499,7 +499,7 @@ fn nested(
         0
     } else {
         let n = stack::capture_fp(&mut p.ips, own.clone(), bounds);
-        stack::put_first(at.ra, &own, &mut p.ips, n)
+        stack::put_first(at.ra, &own, &mut p.ips, n).0
     };
     // SAFETY: slot i is this thread's and no drain reads it before this handler returns.
     PENDING_AREA.with(|a| unsafe { (*a.get())[i] = p });

@@ -33,13 +33,17 @@ impl State<'_> {
                 continue;
             }
             let t = i as TraceId;
-            if self
-                .tree
-                .chain(t)
-                .nth(crossprof_heap_wire::MAX_FRAMES - 1)
-                .is_some()
-            {
-                self.anomalies.depth_limited_allocations += acc.allocations;
+            // Recordings older than the interposer's reasons: a stack of its most frames was
+            // cut.
+            let cut = match self.tree.cut_short(t) {
+                (Some(why), _) => Some(why),
+                (None, depth) if depth >= crossprof_heap_wire::MAX_FRAMES => Some("too_deep"),
+                (None, _) => None,
+            };
+            if let Some(why) = cut {
+                self.anomalies
+                    .cut_short_allocations
+                    .add(why, acc.allocations);
             }
             let (frames, addresses, suppressed) =
                 self.display_frames(t, &suppressed_patterns, unknown);

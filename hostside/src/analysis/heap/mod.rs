@@ -44,8 +44,8 @@ pub mod trace_tree;
 
 pub use events::{EventSampling, HeapEvent, HeapEvents};
 pub use profile::{
-    HeapAnomalies, HeapCounts, HeapMetric, HeapProfile, HeapTotals, LargeAllocation, Metric,
-    SiteRow, TraceRow,
+    HeapAnomalies, HeapCounts, HeapCutShort, HeapMetric, HeapProfile, HeapTotals, LargeAllocation,
+    Metric, SiteRow, TraceRow,
 };
 
 use crossprof_format::Item;

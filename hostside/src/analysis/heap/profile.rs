@@ -118,9 +118,54 @@ pub struct HeapAnomalies {
     pub reused_live_addresses: u64,
     /// Allocation records with a null address (ignored, as heaptrack does).
     pub null_allocations: u64,
-    /// Allocations whose stack holds the interposer's most frames
-    /// (`crossprof_heap_wire::MAX_FRAMES`): it cut their outer end.
-    pub depth_limited_allocations: u64,
+    /// Allocations whose stack the interposer's unwinder cut short, by the reason it
+    /// recorded.
+    pub cut_short_allocations: HeapCutShort,
+}
+
+/// Allocations whose stack stopped before its outermost frame, by the reason the interposer
+/// recorded with the stack (see `crossprof_heap_wire::cut_short`; the JSON keys are its
+/// names).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HeapCutShort {
+    /// More frames than the interposer keeps (`crossprof_heap_wire::MAX_FRAMES`); in a
+    /// recording older than the reasons, every stack that reached that many frames.
+    pub too_deep: u64,
+    /// The unwinder never reached the allocation site (code without unwind tables): the stack
+    /// is the site alone.
+    pub no_unwind_info: u64,
+    /// An unwind rule led nowhere.
+    pub bad_frame: u64,
+    /// A rule asked for a word outside the thread's stack.
+    pub stack_unreadable: u64,
+}
+
+impl HeapCutShort {
+    /// Counts `allocations` under the reason called `name` (a `cut_short` name).
+    pub fn add(&mut self, name: &str, allocations: u64) {
+        let slot = match name {
+            "too_deep" => &mut self.too_deep,
+            "no_unwind_info" => &mut self.no_unwind_info,
+            "bad_frame" => &mut self.bad_frame,
+            _ => &mut self.stack_unreadable,
+        };
+        *slot += allocations;
+    }
+
+    /// Every reason with its count, in a fixed order.
+    pub fn by_reason(&self) -> [(&'static str, u64); 4] {
+        [
+            ("too_deep", self.too_deep),
+            ("no_unwind_info", self.no_unwind_info),
+            ("bad_frame", self.bad_frame),
+            ("stack_unreadable", self.stack_unreadable),
+        ]
+    }
+
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.by_reason().iter().map(|(_, n)| n).sum()
+    }
 }
 
 /// The whole heap analysis.

@@ -13,6 +13,7 @@
 //! Memory grows with the number of distinct nodes, never with the number of allocations.
 
 use crossprof_format::StackNode;
+use crossprof_heap_wire::cut_short;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::processes::{Processes, SpaceKey};
@@ -41,6 +42,10 @@ pub struct TraceNode {
     pub ip: u64,
     /// The address space `ip` belongs to.
     pub space: SpaceKey,
+    /// Why the board's unwinder stopped at this node, the outermost of a chain it cut short
+    /// (a `crossprof_heap_wire::cut_short` name, from the marker the interposer recorded past
+    /// it); `None` everywhere else. Part of the node: a cut chain is not a complete one.
+    pub cut: Option<&'static str>,
 }
 
 /// Damage seen in the board's trace tree.
@@ -148,12 +153,21 @@ impl TraceTree {
                 }
             }
         }
+        // The interposer's marker of a stack cut short, past its outermost frame.
+        let mut cut = None;
+        if cur == 0 && base == EMPTY_TRACE {
+            if let Some(name) = ips.last().and_then(|&ip| cut_short::name(ip)) {
+                ips.pop();
+                cut = Some(name);
+            }
+        }
         let mut t = base;
         for &ip in ips.iter().rev() {
             t = self.intern(TraceNode {
                 parent: t,
                 ip,
                 space,
+                cut: cut.take(),
             });
         }
         self.cache
@@ -193,6 +207,18 @@ impl TraceTree {
     /// Every canonical node, in id order (id = index + 1).
     pub fn nodes(&self) -> &[TraceNode] {
         &self.nodes
+    }
+
+    /// Why the board's unwinder cut the stack of trace `t` short, if it did (see
+    /// [`TraceNode::cut`]), and how many frames the stack has.
+    pub fn cut_short(&self, t: TraceId) -> (Option<&'static str>, usize) {
+        let mut depth = 0;
+        let mut cut = None;
+        for (_, n) in self.chain(t) {
+            depth += 1;
+            cut = n.cut;
+        }
+        (cut, depth)
     }
 
     /// The chain of a trace, innermost first. Finite: parents always have smaller ids.
@@ -241,6 +267,32 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(ips(&tree, a), vec![0x200, 0x100]);
         assert_eq!(tree.trace((1, 0), 1, &p), tree.node(a).unwrap().parent);
+    }
+
+    #[test]
+    fn the_interposer_s_marker_names_why_a_stack_is_cut_and_is_no_frame() {
+        let p = Processes::default();
+        let mut tree = TraceTree::default();
+        // A stack cut short (marker at its root) and the same frames complete.
+        for n in [
+            node(1, 1, 0, cut_short::BAD_FRAME),
+            node(1, 2, 1, 0x100),
+            node(1, 3, 2, 0x200),
+            node(1, 4, 0, 0x100),
+            node(1, 5, 4, 0x200),
+        ] {
+            tree.add_node(&n);
+        }
+        let cut = tree.trace((1, 0), 3, &p);
+        let whole = tree.trace((1, 0), 5, &p);
+        assert_eq!(ips(&tree, cut), vec![0x200, 0x100]);
+        assert_eq!(tree.cut_short(cut), (Some("bad_frame"), 2));
+        assert_eq!(tree.cut_short(whole), (None, 2));
+        assert_ne!(cut, whole);
+        // A marker that is not at the root is an address like any other.
+        tree.add_node(&node(1, 6, 4, cut_short::TOO_DEEP));
+        let t = tree.trace((1, 0), 6, &p);
+        assert_eq!(tree.cut_short(t), (None, 2));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::ops::{Deref, Range};
 
+use crossprof_heap_wire::cut_short;
 use framehop::{ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, Unwinder};
 
 #[cfg(target_arch = "aarch64")]
@@ -108,8 +109,9 @@ impl Modules {
 }
 
 /// Captures the calling thread's stack into `out` (innermost first, the interposer's frames
-/// skipped); returns the frame count and whether an address outside every known module was
-/// met (then the module list may be stale). Every stack word read goes through `tap`, which
+/// skipped); returns the frame count, whether an address outside every known module was
+/// met (then the module list may be stale) and, when the unwind stopped before the outermost
+/// frame, why (a [`crossprof_heap_wire::cut_short`] marker). Every stack word read goes through `tap`, which
 /// sees the address and what was read and returns what the unwinder gets.
 #[inline(never)]
 pub fn capture(
@@ -118,7 +120,7 @@ pub fn capture(
     bounds: (usize, usize),
     start: [u64; 4],
     mut tap: Option<Tap<'_>>,
-) -> (usize, bool) {
+) -> (usize, bool, Option<u64>) {
     // From the hook's entry registers when the hook took them, else from here.
     let (pc, sp, fp, lr) = if start[0] != 0 && start[1] != 0 {
         (start[0], start[1], start[2], start[3])
@@ -147,8 +149,22 @@ pub fn capture(
     let mut it = m.unwinder.iter_frames(pc, regs, &mut m.cache, &mut read);
     let mut n = 0;
     let mut unknown = false;
+    let mut cut = None;
     let own = m.own.clone();
-    while let Ok(Some(next)) = it.next() {
+    loop {
+        let next = match it.next() {
+            Ok(Some(next)) => next,
+            // The outermost frame, or a null return address: how frame chains end.
+            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => break,
+            Err(framehop::Error::CouldNotReadStack(_)) => {
+                cut = Some(cut_short::STACK_UNREADABLE);
+                break;
+            }
+            Err(_) => {
+                cut = Some(cut_short::BAD_FRAME);
+                break;
+            }
+        };
         let ip = next.address();
         if let framehop::FrameAddress::InstructionPointer(_) = next {
             continue; // inside `capture` itself
@@ -157,6 +173,7 @@ pub fn capture(
             continue;
         }
         if n >= out.len() {
+            cut = Some(cut_short::TOO_DEEP);
             break;
         }
         out[n] = ip;
@@ -168,7 +185,7 @@ pub fn capture(
             break;
         }
     }
-    (n, unknown)
+    (n, unknown, cut)
 }
 
 /// The current pc, sp, frame pointer and link register (link register only on aarch64).

@@ -5,6 +5,8 @@
 use core::ffi::c_void;
 use core::ops::Range;
 
+use crossprof_heap_wire::cut_short;
+
 use super::modules;
 
 #[repr(C)]
@@ -48,13 +50,22 @@ struct Walk<'a> {
     out: &'a mut [u64],
     n: usize,
     own: Range<u64>,
+    /// The stack had more frames than `out` holds.
+    full: bool,
 }
+
+/// `_Unwind_Backtrace`'s code for a walk that reached the outermost frame.
+const URC_END_OF_STACK: i32 = 5;
 
 extern "C" fn step(ctx: *mut Context, arg: *mut c_void) -> i32 {
     // SAFETY: arg is the Walk passed to _Unwind_Backtrace; ctx is valid during the callback.
     let (w, ip) = unsafe { (&mut *(arg as *mut Walk<'_>), _Unwind_GetIP(ctx) as u64) };
-    if ip == 0 || w.n >= w.out.len() {
-        return 5; // _URC_END_OF_STACK
+    if ip == 0 {
+        return URC_END_OF_STACK;
+    }
+    if w.n >= w.out.len() {
+        w.full = true;
+        return URC_END_OF_STACK;
     }
     if !w.own.contains(&ip) {
         w.out[w.n] = ip;
@@ -71,13 +82,23 @@ pub fn capture(
     _bounds: (usize, usize),
     _start: [u64; 4],
     _tap: Option<super::Tap<'_>>,
-) -> (usize, bool) {
+) -> (usize, bool, Option<u64>) {
     let mut w = Walk {
         out,
         n: 0,
         own: m.own.clone(),
+        full: false,
     };
     // SAFETY: the callback matches the expected signature and only writes into `w`.
-    unsafe { _Unwind_Backtrace(step, &mut w as *mut Walk<'_> as *mut c_void) };
-    (w.n, false)
+    let code = unsafe { _Unwind_Backtrace(step, &mut w as *mut Walk<'_> as *mut c_void) };
+    // ARM's EHABI unwinder ends every walk with `_URC_FAILURE`, the outermost frame's
+    // (`EXIDX_CANTUNWIND`) included: there only a full buffer tells.
+    let cut = if w.full {
+        Some(cut_short::TOO_DEEP)
+    } else if code != URC_END_OF_STACK && !cfg!(target_arch = "arm") {
+        Some(cut_short::BAD_FRAME)
+    } else {
+        None
+    };
+    (w.n, false, cut)
 }

@@ -86,22 +86,49 @@ pub fn entry_return_address() -> u64 {
 /// after `ra`'s position when the unwinder reached it (normally at 0), none when it did not
 /// (it stopped before the site, or its frames do not continue from it). `ra` of 0 or inside
 /// `own` (a hook called by another part of the interposer) leaves the stack as it is.
-/// Returns the new frame count. Signal-safe.
-pub fn put_first(ra: u64, own: &core::ops::Range<u64>, out: &mut [u64], n: usize) -> usize {
+/// Returns the new frame count and whether the stack is the site alone because the unwinder
+/// never reached it. Signal-safe.
+pub fn put_first(ra: u64, own: &core::ops::Range<u64>, out: &mut [u64], n: usize) -> (usize, bool) {
     if ra == 0 || own.contains(&ra) || out.is_empty() {
-        return n;
+        return (n, false);
     }
     let n = n.min(out.len());
     match out[..n].iter().position(|&ip| ip == ra) {
-        Some(0) => n,
+        Some(0) => (n, false),
         Some(i) => {
             out.copy_within(i..n, 0);
-            n - i
+            (n - i, false)
         }
         None => {
             out[0] = ra;
-            1
+            (1, true)
         }
+    }
+}
+
+/// The stack an unwind into `out[..n]` gives (see [`put_first`]), with the marker of why the
+/// unwind stopped early, `cut` or the site alone, after its outermost frame (see
+/// [`crossprof_heap_wire::cut_short`]); `out` must have a slot left for it beyond the
+/// unwinder's. Returns the frame count, marker included. Signal-safe.
+pub fn finish_stack(
+    ra: u64,
+    own: &core::ops::Range<u64>,
+    out: &mut [u64],
+    n: usize,
+    cut: Option<u64>,
+) -> usize {
+    let (n, site_alone) = put_first(ra, own, out, n);
+    let cut = if site_alone {
+        Some(crossprof_heap_wire::cut_short::NO_UNWIND_INFO)
+    } else {
+        cut
+    };
+    match (cut, out.get_mut(n)) {
+        (Some(marker), Some(slot)) => {
+            *slot = marker;
+            n + 1
+        }
+        _ => n,
     }
 }
 
@@ -214,14 +241,16 @@ pub fn stack_id(
         reads.push(addr, got);
         got
     };
-    let (n, unknown) = capture(
+    // The last slot is kept for the marker of a stack cut short.
+    let room = s.ips.len() - 1;
+    let (n, unknown, cut) = capture(
         m,
-        &mut s.ips,
+        &mut s.ips[..room],
         bounds,
         at.regs,
         memoize.then_some(&mut record as Tap<'_>),
     );
-    let n = put_first(at.ra, &m.own, &mut s.ips, n);
+    let n = finish_stack(at.ra, &m.own, &mut s.ips, n, cut);
     let id = intern(&s.ips[..n])?;
     if !memoize {
         return Ok((id, unknown));
@@ -253,8 +282,9 @@ pub fn stack_id(
                 i += 1;
                 seen
             };
-            let (n2, _) = capture(m, &mut s.again, bounds, regs, Some(&mut substitute));
-            let n2 = put_first(at.ra, &m.own, &mut s.again, n2);
+            let (n2, _, cut2) =
+                capture(m, &mut s.again[..room], bounds, regs, Some(&mut substitute));
+            let n2 = finish_stack(at.ra, &m.own, &mut s.again, n2, cut2);
             s.again[..n2] == s.ips[..n] && s.reads_again.same_addresses(&s.reads)
         });
     memo.store(&key, bounds, &s.reads, loose, id);
@@ -313,29 +343,53 @@ fn frame_address() -> *const u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::put_first;
+    use super::{finish_stack, put_first};
+    use crossprof_heap_wire::cut_short;
 
     #[test]
     fn the_return_address_leads_and_the_overlap_is_kept_once() {
         let own = 0x100..0x200;
         let mut s = [0x1000, 0x2000, 0x3000, 0];
-        assert_eq!(put_first(0x1000, &own, &mut s, 3), 3);
+        assert_eq!(put_first(0x1000, &own, &mut s, 3), (3, false));
         assert_eq!(s[..3], [0x1000, 0x2000, 0x3000]);
         // The unwinder reported something before the site: start at the site.
         let mut s = [0x900, 0x1000, 0x2000, 0];
-        assert_eq!(put_first(0x1000, &own, &mut s, 3), 2);
+        assert_eq!(put_first(0x1000, &own, &mut s, 3), (2, false));
         assert_eq!(s[..2], [0x1000, 0x2000]);
         // It never reached the site (ARMv7 C code without unwind tables): the site alone.
         let mut s = [0u64; 4];
-        assert_eq!(put_first(0x1000, &own, &mut s, 0), 1);
+        assert_eq!(put_first(0x1000, &own, &mut s, 0), (1, true));
         assert_eq!(s[0], 0x1000);
         let mut s = [0x5000, 0x6000, 0, 0];
-        assert_eq!(put_first(0x1000, &own, &mut s, 2), 1);
+        assert_eq!(put_first(0x1000, &own, &mut s, 2), (1, true));
         assert_eq!(s[0], 0x1000);
         // Unknown or own return address: the unwinder's stack as it is.
         let mut s = [0x5000, 0x6000, 0, 0];
-        assert_eq!(put_first(0, &own, &mut s, 2), 2);
-        assert_eq!(put_first(0x150, &own, &mut s, 2), 2);
+        assert_eq!(put_first(0, &own, &mut s, 2), (2, false));
+        assert_eq!(put_first(0x150, &own, &mut s, 2), (2, false));
         assert_eq!(s[..2], [0x5000, 0x6000]);
+    }
+
+    #[test]
+    fn a_stack_cut_short_ends_with_the_reason() {
+        let own = 0x100..0x200;
+        // Complete: no marker.
+        let mut s = [0x1000, 0x2000, 0, 0];
+        assert_eq!(finish_stack(0x1000, &own, &mut s, 2, None), 2);
+        // The unwinder's own reason follows the outermost frame.
+        let n = finish_stack(0x1000, &own, &mut s, 2, Some(cut_short::BAD_FRAME));
+        assert_eq!(s[..n], [0x1000, 0x2000, cut_short::BAD_FRAME]);
+        // The site alone: the unwinder never got there, whatever it said.
+        let mut s = [0x5000, 0, 0, 0];
+        let n = finish_stack(0x1000, &own, &mut s, 1, None);
+        assert_eq!(s[..n], [0x1000, cut_short::NO_UNWIND_INFO]);
+        // A full buffer: the marker replaces nothing.
+        let mut s = [0x1000, 0x2000];
+        assert_eq!(
+            finish_stack(0x1000, &own, &mut s, 2, Some(cut_short::TOO_DEEP)),
+            2
+        );
+        assert_eq!(cut_short::name(cut_short::TOO_DEEP), Some("too_deep"));
+        assert_eq!(cut_short::name(0x1000), None);
     }
 }

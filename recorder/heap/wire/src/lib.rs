@@ -48,8 +48,41 @@ pub const HEADER_BYTES: usize = 4096;
 /// Default data-area size: 2 MiB, about 60,000 allocation/free pairs; `rec` drains every
 /// 10 ms, so a producer only waits when it allocates faster than ~6 M events/s.
 pub const DEFAULT_DATA_BYTES: usize = 2 << 20;
-/// Most frames kept per stack (innermost first); deeper stacks are cut at the outer end.
+/// Most frames kept per stack (innermost first), a [`cut_short`] marker included; deeper
+/// stacks are cut at the outer end.
 pub const MAX_FRAMES: usize = 128;
+
+/// Why the interposer's unwinder stopped before a stack's outermost frame. Recorded as one
+/// more frame past the outermost one kept (the root of the stack's chain in the trace tree),
+/// at an address no user code has: the last 256 bytes of a 64-bit address space, which is
+/// the kernel's, and beyond every 32-bit one. A stack without a marker was unwound to its
+/// outermost frame, or stopped where the unwinder cannot tell an end from a failure
+/// (`_Unwind_Backtrace` on ARMv7 returns the same code for both).
+pub mod cut_short {
+    /// The first marker address.
+    pub const BASE: u64 = 0xffff_ffff_ffff_ff00;
+    /// The stack had more than [`crate::MAX_FRAMES`] frames: its outermost callers are missing.
+    pub const TOO_DEEP: u64 = BASE;
+    /// The unwinder did not reach the allocation site: code without unwind tables (ARMv7 C
+    /// built without `-funwind-tables`), so the stack is the site alone.
+    pub const NO_UNWIND_INFO: u64 = BASE + 1;
+    /// An unwind rule led nowhere (damaged tables, or a frame the fallback rules misread).
+    pub const BAD_FRAME: u64 = BASE + 2;
+    /// A rule asked for a stack word outside the thread's stack.
+    pub const STACK_UNREADABLE: u64 = BASE + 3;
+
+    /// The reason a marker address stands for, as reports name it; `None` for an address of
+    /// code.
+    pub const fn name(ip: u64) -> Option<&'static str> {
+        match ip {
+            TOO_DEEP => Some("too_deep"),
+            NO_UNWIND_INFO => Some("no_unwind_info"),
+            BAD_FRAME => Some("bad_frame"),
+            STACK_UNREADABLE => Some("stack_unreadable"),
+            _ => None,
+        }
+    }
+}
 
 /// The ring's control block at offset 0 of the shared memory. Written by both sides with
 /// atomics only.
