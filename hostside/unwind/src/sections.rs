@@ -38,8 +38,9 @@ pub struct UnwindSections {
     pub(crate) debug_frame: Option<Section>,
     pub(crate) text_segment_svma: Option<Range<u64>>,
     pub(crate) text_segment: Option<Section>,
-    /// `.ARM.exidx` and `.ARM.extab` as one lookup table (32-bit ARM only).
-    pub(crate) arm_exidx: Option<Arc<crate::arch::arm::ExidxTable>>,
+    /// 32-bit ARM's own tables (EHABI and the function ranges of prologue analysis), read
+    /// by [`crate::arch::arm::Tables::of`]; empty for every other architecture.
+    pub(crate) arm: crate::arch::arm::Tables,
     /// `.debug_frame`, indexed.
     pub(crate) cfi: Option<Arc<crate::cfi::CfiTable>>,
     /// `.eh_frame`, indexed: the CFI of i686 and RISC-V, and the coverage check of the
@@ -51,13 +52,12 @@ pub struct UnwindSections {
     /// the start code has unwind info.
     pub(crate) entry: Option<u64>,
     pub(crate) segments: Vec<Segment>,
-    /// The functions of a 32-bit ARM module, for prologue analysis where no table applies.
-    pub(crate) arm_functions: crate::arch::arm::Functions,
     /// A Go binary's own function table: frame sizes of Go code, which has no CFI.
     pub(crate) go: Option<Arc<crossprof_gopclntab::GoTable<Section>>>,
 }
 
-type Found = Option<(Range<u64>, Section)>;
+/// A section's address range and bytes, if the file has it.
+pub(crate) type Found = Option<(Range<u64>, Section)>;
 
 /// A section's address range and bytes (in `bytes`, the file `file` was parsed from); `None`
 /// when absent, empty, or not in the file (NOBITS in a separate debug file, or compressed).
@@ -146,19 +146,6 @@ impl UnwindSections {
             s.eh_frame_hdr_svma = Some(r);
             s.eh_frame_hdr = Some(d);
         }
-        if let Some((r, d)) = section(&file, image, ".ARM.exidx") {
-            let (extab_svma, extab) = match section(&file, image, ".ARM.extab") {
-                Some((er, ed)) => (er.start, ed),
-                None => (0, Section::from(Vec::new())),
-            };
-            s.arm_exidx = Some(Arc::new(crate::arch::arm::ExidxTable::new(
-                r.start,
-                &d,
-                extab_svma,
-                &extab,
-                !file.is_little_endian(),
-            )));
-        }
         s.go = crossprof_gopclntab::locate(&file, file_bytes(image)).and_then(|at| {
             let bytes = file_bytes(image).get(at.file_range)?;
             let table =
@@ -171,9 +158,8 @@ impl UnwindSections {
             s.debug_frame = dfile.as_ref().and_then(|(f, d)| debug_frame(f, d));
         }
         if file.architecture() == object::Architecture::Arm {
-            let mut files = vec![&file];
-            files.extend(dfile.as_ref().map(|(f, _)| f));
-            s.arm_functions = crate::arch::arm::Functions::from_files(&files);
+            let section = |name: &str| section(&file, image, name);
+            s.arm = crate::arch::arm::Tables::of(&file, dfile.as_ref().map(|(f, _)| f), section);
         }
         // Indexed CFI: the unwinders not built on framehop step through it, and the framehop
         // ones check with it that an address is covered before trusting a rule (framehop
@@ -250,7 +236,7 @@ impl UnwindSections {
     pub fn has_unwind_info(&self) -> bool {
         self.eh_frame.is_some()
             || self.debug_frame.is_some()
-            || self.arm_exidx.is_some()
+            || self.arm.exidx.is_some()
             || self.go.is_some()
     }
 

@@ -32,7 +32,7 @@ fn prologue_step(
     f: &mut Frame,
     read: &mut dyn FnMut(u32) -> Option<u32>,
 ) -> Option<bool> {
-    let (start, thumb) = s.arm_functions.at(svma)?;
+    let (start, thumb) = s.arm.functions.at(svma)?;
     let (code_svma, code) = (s.text_segment_svma.as_ref()?, s.text_segment.as_ref()?);
     let p = analyze(code, code_svma.start, start, thumb, limit)?;
     let lr_saved = p.saved.iter().any(|&(reg, _)| reg == 14);
@@ -160,7 +160,7 @@ pub(super) fn unwind(
             // assembly), and such a stretch runs on to the next entry. Only the entry
             // point's start code, above, is the outermost frame.
             // Such code is unwound by prologue analysis where its function is known.
-            let entry = sections.arm_exidx.as_ref().and_then(|t| t.lookup(svma));
+            let entry = sections.arm.exidx.as_ref().and_then(|t| t.lookup(svma));
             let step = match entry {
                 None | Some(Entry::CantUnwind) => Step::Refuse,
                 Some(Entry::Instructions(bytes)) => execute(&bytes, &mut f, &mut read),
@@ -233,12 +233,14 @@ mod tests {
         code[0x800..0x808].copy_from_slice(&[0xad, 0x70, 0xa0, 0xe3, 0x00, 0x00, 0x00, 0xef]);
         code[0x900..0x906].copy_from_slice(&[0x4f, 0xf0, 0x77, 0x07, 0x00, 0xdf]);
         let s = UnwindSections {
-            arm_exidx: Some(Arc::new(ExidxTable::new(0x5000, &exidx, 0, &[], false))),
+            arm: crate::arch::arm::Tables {
+                exidx: Some(Arc::new(ExidxTable::new(0x5000, &exidx, 0, &[], false))),
+                functions: Functions::from_ranges(vec![(0x2200, 0x2300, true)]),
+            },
             plt: std::iter::once(0x1000..0x1100).collect(),
             entry: Some(0x2001),
             text_segment_svma: Some(0x1000..0x4000),
             text_segment: Some(code.into()),
-            arm_functions: Functions::from_ranges(vec![(0x2200, 0x2300, true)]),
             ..Default::default()
         };
         let mut space = AddressSpace::<Arm>::new(false);
