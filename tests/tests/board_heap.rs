@@ -159,6 +159,17 @@ fn assert_heap_truth(r: &Value, p: &BoardProgram, board: Board) {
     assert!((2_064_000..2_064_000 + 4096).contains(&peak), "{h}");
 }
 
+/// The allocations whose stack the interposer cut short, by the reason it recorded (zeros
+/// left out).
+fn cut_short(h: &Value) -> Vec<(String, u64)> {
+    h["anomalies"]["cut_short_allocations"]
+        .as_object()
+        .expect("cut_short_allocations")
+        .iter()
+        .filter_map(|(why, n)| Some((why.clone(), n.as_u64().filter(|&n| n > 0)?)))
+        .collect()
+}
+
 /// The sites' callers: `main` under each, where the unwinder can see it.
 fn stack_of(h: &Value, function: &str) -> Vec<String> {
     h["sites"]
@@ -190,11 +201,14 @@ fn aarch64_board_heap_counts_equal_the_ground_truth() {
     assert_heap_truth(&r, &p, board);
     // framehop unwinds the whole stack from .eh_frame on AArch64.
     assert_eq!(stack_of(&r["heap"], "leak_some"), ["leak_some", "main"]);
+    assert_eq!(cut_short(&r["heap"]), []);
 }
 
 /// Default armhf code (Thumb-2, no unwind tables), with and without CPU sampling (the second
 /// run checks the path that never opens perf): each site is the hook's return address alone.
 /// Built with `-funwind-tables`, the same program also gets its callers from `.ARM.exidx`.
+/// The interposer records why the first stacks stop at the site: no unwind info (every
+/// allocation of the program); the stacks of the second are whole.
 #[test]
 fn armv7_board_heap_counts_equal_the_ground_truth() {
     let board = Board::Armv7;
@@ -222,14 +236,16 @@ fn armv7_board_heap_counts_equal_the_ground_truth() {
         ],
     );
     run.assert_ok(3);
-    for (name, q, stack) in [
-        ("h.zst", &p, &["leak_some"][..]),
-        ("h_nocpu.zst", &p, &["leak_some"][..]),
-        ("h_tables.zst", &tables, &["leak_some", "main"][..]),
+    let site_alone = vec![("no_unwind_info".to_string(), CHURN + 21_000)];
+    for (name, q, stack, cut) in [
+        ("h.zst", &p, &["leak_some"][..], &site_alone),
+        ("h_nocpu.zst", &p, &["leak_some"][..], &site_alone),
+        ("h_tables.zst", &tables, &["leak_some", "main"][..], &vec![]),
     ] {
         let out = run.save(name, tag);
         let r = heap_report_json(&out, &sysroot.dir);
         assert_heap_truth(&r, q, board);
         assert_eq!(stack_of(&r["heap"], "leak_some"), stack, "{name}");
+        assert_eq!(&cut_short(&r["heap"]), cut, "{name}");
     }
 }
