@@ -80,6 +80,19 @@ fn every_profile_comes_from_one_pass_over_the_stacks() {
         "two passes, every frame decoded once in each"
     );
     let r: Value = serde_json::from_str(&json).expect("report json");
+    // The same bytes every time (no hash map's order shows through).
+    let (again, _) = verbose(&[
+        "report",
+        "--json",
+        "--top",
+        "1000",
+        "--event",
+        "page-faults",
+        "--sysroot",
+        sysroot,
+        file,
+    ]);
+    assert!(json == again, "two runs of the same report differ");
 
     // The off-CPU waits, split as the program measured them.
     let total_ns = |name: &str| {

@@ -210,11 +210,15 @@ impl EventBuilder {
             end: 0,
             count,
         }));
+        // Every field decides a tie: rows of equal count came out of a hash map in any order.
         mappings.sort_by(|a, b| {
             b.count
                 .cmp(&a.count)
                 .then(a.pid.cmp(&b.pid))
                 .then(a.start.cmp(&b.start))
+                .then(a.end.cmp(&b.end))
+                .then(a.kind.cmp(b.kind))
+                .then(a.name.cmp(&b.name))
         });
         EventProfile {
             name: self.name,
