@@ -41,6 +41,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
     let mut has_heap = false;
     let mut has_switches = false;
     let mut has_samples = false;
+    let mut samples = 0u64;
     let mut summary = Summary::default();
     let mut tasks = Tasks::default();
     let mut timeline_events = TimelineEvents::default();
@@ -62,8 +63,10 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
                     }
                 }
                 Record::End(e) => end_time = Some(e.time),
+                Record::EventSample(_) => samples += 1,
                 Record::Sample(s) => {
                     has_samples = true;
+                    samples += 1;
                     last_time = last_time.max(s.time);
                     tasks.add(s.pid, s.tid);
                 }
@@ -115,6 +118,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
         has_heap,
         has_switches,
         has_samples,
+        samples,
         window,
         timeline_events,
         data_maps,

@@ -80,6 +80,8 @@ pub struct Opened {
     pub has_switches: bool,
     /// Whether the file holds CPU samples (inside the window or not).
     pub has_samples: bool,
+    /// Samples of every event in the file: what the pass over the stacks reads.
+    pub samples: u64,
     /// The part of the recording analysed (`--from/--to/--pid/--tid`): the profiles hold only
     /// what it selects.
     pub window: Window,

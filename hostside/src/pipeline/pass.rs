@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use crossprof_format::{Item, Record, Sample};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::analysis::cpu::{Accumulator, CpuProfile, Unwound};
 use crate::analysis::events::{EventBuilder, EventProfile};
@@ -33,6 +34,7 @@ pub struct Profiles {
 /// The profiles being built while the records stream past.
 struct Consumers<'a> {
     o: &'a Opened,
+    progress: ProgressBar,
     unwinder: StackUnwinder<'a>,
     cpu: Accumulator,
     off_cpu: Option<OffCpuBuilder>,
@@ -61,6 +63,7 @@ impl Consumers<'_> {
     /// Hands `s`, a sample of the main event (`event` `None`) or of a secondary one, to every
     /// profile that takes it, unwound once.
     fn sample(&mut self, s: Sample, event: Option<u32>) {
+        self.progress.inc(1);
         let in_window = self.o.window.keeps(s.time, s.pid, s.tid);
         let period = s.period;
         let (waits, wakers) = match self.off_cpu.as_mut() {
@@ -105,6 +108,7 @@ pub fn run(
     let header = o.recording.header();
     let mut c = Consumers {
         o,
+        progress: progress(o.samples),
         unwinder: StackUnwinder::new(processes, resolver, o.arch, header.big_endian),
         cpu: Accumulator::new(false),
         off_cpu,
@@ -135,6 +139,7 @@ pub fn run(
             None
         }
     });
+    c.progress.finish_and_clear();
     let pass = summary.map(|s| PassStats {
         what: if with_heap {
             "samples and heap events"
@@ -159,4 +164,19 @@ pub fn run(
         heap: heap.map(HeapBuilder::finish),
         pass,
     }
+}
+
+/// A progress bar over the `samples` of the pass, on a terminal and for long passes only
+/// (unwinding takes about 10 µs a sample: 50,000 are half a second).
+fn progress(samples: u64) -> ProgressBar {
+    if samples < 50_000 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(samples);
+    if let Ok(style) =
+        ProgressStyle::with_template("unwinding {bar:40} {pos}/{len} samples ({eta})")
+    {
+        bar.set_style(style);
+    }
+    bar
 }
