@@ -11,6 +11,11 @@ pub fn demangle(name: &str) -> String {
     if name.len() > MAX_MANGLED_LEN {
         return name.to_string();
     }
+    // A PLT stub's made-up name (see `crate::plt`): the function's name, demangled, then
+    // the suffix, as objdump shows `operator new(unsigned long)@plt`.
+    if let Some(function) = name.strip_suffix("@plt") {
+        return format!("{}@plt", demangle(function));
+    }
     if let Some(rust) = rust(name) {
         return rust;
     }
@@ -47,6 +52,12 @@ mod tests {
             demangle("_ZN4workL3mixEml"),
             "work::mix(unsigned long, long)"
         );
+    }
+
+    #[test]
+    fn plt_stubs_keep_their_suffix() {
+        assert_eq!(demangle("_Znwm@plt"), "operator new(unsigned long)@plt");
+        assert_eq!(demangle("realloc@plt"), "realloc@plt");
     }
 
     #[test]

@@ -48,6 +48,7 @@ mod lookup;
 mod minidebuginfo;
 mod module;
 pub mod perf_map;
+mod plt;
 mod symtab;
 
 pub use debuginfod::{Artifact, Debuginfod, FetchError};

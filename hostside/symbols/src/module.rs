@@ -165,6 +165,7 @@ impl Module {
             Err(e) => warnings.push(e.to_string()),
         }
         symbols.add(&binary.file, binary.backing, Source::Dynsym);
+        symbols.add_plt(&binary.file);
         Module {
             dwarf,
             dwarf_error,

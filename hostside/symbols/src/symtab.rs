@@ -20,6 +20,8 @@ pub(crate) enum Source {
     MiniDebugInfo = 1,
     /// The dynamic symbol table, which every shared object keeps.
     Dynsym = 2,
+    /// Names made up for the PLT's stubs (see [`crate::plt`]).
+    Plt = 3,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +62,8 @@ impl Builder {
         let symbols = match source {
             Source::Dynsym => file.dynamic_symbols(),
             Source::Symtab | Source::MiniDebugInfo => file.symbols(),
+            // Made up from relocations instead: see `Builder::add_plt`.
+            Source::Plt => return,
         };
         for sym in symbols {
             if sym.kind() != SymbolKind::Text || sym.is_undefined() {
@@ -100,6 +104,34 @@ impl Builder {
         if self.entries.len() > before {
             self.files.push(Arc::clone(backing));
         }
+    }
+
+    /// Adds the names made up for `file`'s PLT stubs (see [`crate::plt`]), kept in a
+    /// buffer of their own.
+    pub(crate) fn add_plt(&mut self, file: &object::File<'_>) {
+        let stubs = crate::plt::stubs(file);
+        let Ok(file_idx) = u16::try_from(self.files.len()) else {
+            return;
+        };
+        if stubs.is_empty() {
+            return;
+        }
+        let mut names = Vec::new();
+        for s in stubs {
+            let Ok(name_len) = u32::try_from(s.name.len()) else {
+                continue;
+            };
+            self.entries.push(Entry {
+                addr: s.addr,
+                size: s.size,
+                name_start: names.len(),
+                name_len,
+                file: file_idx,
+                rank: (Source::Plt as u8) * 4,
+            });
+            names.extend_from_slice(s.name.as_bytes());
+        }
+        self.files.push(Arc::new(Backing::Owned(names)));
     }
 
     /// Sorts and keeps, for each address, the best-ranked name.
