@@ -91,7 +91,11 @@ fn newest_data_stays(tag: &str, phases: [&str; 3], max: u64) {
     // What stays is the newest data: the last phase (longer than what fits), symbolized
     // from the segments' own maps, with at least 0.2 s of its 4999 Hz samples.
     let samples = r["cpu"]["samples"].as_u64().unwrap();
-    assert!(last >= 1000, "phase_last: {last} samples");
+    assert!(
+        last >= 1000,
+        "phase_last: {last} of {samples} samples: {:#}",
+        r["cpu"]["functions"]
+    );
     assert!(
         last * 100 >= samples * 90,
         "phase_last {last} of {samples} samples (middle {middle})"
@@ -217,7 +221,9 @@ fn kill_9_at_random_moments_leaves_one_readable_recording() {
 /// rec writes that into the recording, and `hostside info` and `report` say so, once.
 #[test]
 fn a_segment_rec_cannot_delete_is_reported() {
-    let p = build("cpu_phases.c", "cpu_phases", &["-O2"]);
+    // A tag of its own: tests run in parallel, and `build` rewrites the tag's files while
+    // another test's rec runs them and its report reads them.
+    let p = build("cpu_phases.c", "cpu_phases_stuck", &["-O2"]);
     let out = scratch().join("stuck-segment.zst");
     let child = Command::new(rec())
         .args(["-F", "4999", "--max-size", &MAX.to_string(), "--out"])
