@@ -3,11 +3,15 @@
 //! the PLT's unwind-table start (`libc.so.6+0x26000`), whichever function it calls.
 //!
 //! Written here because no crate does it (object reads the relocations; binutils' BFD
-//! synthesizes these names in C). x86_64 only for now: every stub there holds an indirect
-//! jump through its GOT slot, `jmp *slot(%rip)` (with a `bnd` prefix and an `endbr64` before it
-//! under CET), and the slot's relocation names the function (for an ifunc, the addend names
-//! its resolver, which carries the function's name). The PLT's first entry, the lazy binder,
-//! names no function and stays unnamed.
+//! synthesizes these names in C). Each stub loads the address to jump to from its GOT slot,
+//! and the slot's relocation names the function (for an ifunc, the addend names its resolver,
+//! which carries the function's name). The slot is decoded from the stub's instructions:
+//! - x86_64: `jmp *slot(%rip)`, with a `bnd` prefix and an `endbr64` before it under CET;
+//! - AArch64: `adrp x16, slot page; ldr x17, [x16, slot offset]`, after a `bti c` under BTI;
+//! - 32-bit ARM: `add ip, pc, #a; add ip, ip, #b; [add ip, ip, #c;] ldr pc, [ip, #d]!`.
+//!
+//! The PLT's first entry, the lazy binder, names no function and stays unnamed; so do the
+//! stubs of i686 and RISC-V, not decoded yet.
 
 use std::collections::HashMap;
 
@@ -32,7 +36,11 @@ pub(crate) struct Stub {
 /// The named stubs of `file`, by address; empty for other architectures or without dynamic
 /// relocations.
 pub(crate) fn stubs(file: &object::File<'_>) -> Vec<Stub> {
-    if file.architecture() != Architecture::X86_64 {
+    let arch = file.architecture();
+    if !matches!(
+        arch,
+        Architecture::X86_64 | Architecture::Aarch64 | Architecture::Arm
+    ) {
         return Vec::new();
     }
     let slots = slot_names(file);
@@ -46,7 +54,12 @@ pub(crate) fn stubs(file: &object::File<'_>) -> Vec<Stub> {
             continue;
         }
         let Ok(data) = section.data() else { continue };
-        jumps(section.address(), data, &slots, &mut out);
+        let base = section.address();
+        match arch {
+            Architecture::X86_64 => jumps(base, data, &slots, &mut out),
+            Architecture::Aarch64 => aarch64(base, data, &slots, &mut out),
+            _ => arm(base, data, file.is_little_endian(), &slots, &mut out),
+        }
     }
     out.sort_by_key(|s| s.addr);
     out.dedup_by_key(|s| s.addr);
@@ -135,6 +148,93 @@ fn jumps(base: u64, data: &[u8], slots: &HashMap<u64, String>, out: &mut Vec<Stu
     }
 }
 
+/// The 32-bit instruction words of `data`, in the file's byte order, with their offsets.
+fn words(data: &[u8], little: bool) -> impl Iterator<Item = (usize, u32)> + '_ {
+    data.chunks_exact(4).enumerate().map(move |(i, w)| {
+        let w = [w[0], w[1], w[2], w[3]];
+        let v = if little {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        };
+        (i * 4, v)
+    })
+}
+
+/// Names `slot`'s stub starting at `data[start..]` (at `base + start`), if a relocation
+/// names the slot.
+fn add_stub(base: u64, start: usize, slot: u64, slots: &HashMap<u64, String>, out: &mut Vec<Stub>) {
+    if let Some(name) = slots.get(&slot) {
+        out.push(Stub {
+            addr: base.wrapping_add(start as u64),
+            size: 0,
+            name: format!("{name}@plt"),
+        });
+    }
+}
+
+/// AArch64 stubs: `adrp x16, page` then `ldr x17, [x16, #offset]`.
+fn aarch64(base: u64, data: &[u8], slots: &HashMap<u64, String>, out: &mut Vec<Stub>) {
+    /// `bti c`, a stub's first instruction under branch target identification.
+    const BTI_C: u32 = 0xd503_245f;
+    let w: Vec<(usize, u32)> = words(data, true).collect();
+    for k in 0..w.len().saturating_sub(1) {
+        let (at, adrp) = w[k];
+        let (_, ldr) = w[k + 1];
+        // ADRP x16: op 1, bits 28..24 = 10000, Rd = 16.
+        // LDR x17, [x16, #imm12 * 8]: 64-bit unsigned offset form, Rn = 16, Rt = 17.
+        if adrp & 0x9f00_001f != 0x9000_0010 || ldr & 0xffc0_03ff != 0xf940_0211 {
+            continue;
+        }
+        let immlo = u64::from((adrp >> 29) & 3);
+        let immhi = u64::from((adrp >> 5) & 0x7ffff);
+        // A 21-bit signed page count.
+        let pages = (((immhi << 2) | immlo) << 43) as i64 >> 43;
+        let pc = base.wrapping_add(at as u64);
+        let page = (pc & !0xfff).wrapping_add((pages << 12) as u64);
+        let slot = page.wrapping_add(u64::from((ldr >> 10) & 0xfff) * 8);
+        let start = if k > 0 && w[k - 1].1 == BTI_C {
+            at - 4
+        } else {
+            at
+        };
+        add_stub(base, start, slot, slots, out);
+    }
+}
+
+/// 32-bit ARM stubs (ARM state): `add ip, pc, #a`, one or two `add ip, ip, #b`, then
+/// `ldr pc, [ip, #c]!`; the slot is the sum, `pc` reading 8 bytes ahead.
+fn arm(base: u64, data: &[u8], little: bool, slots: &HashMap<u64, String>, out: &mut Vec<Stub>) {
+    /// A data-processing immediate: 8 bits rotated right by twice the 4-bit rotation.
+    fn imm(w: u32) -> u32 {
+        (w & 0xff).rotate_right(((w >> 8) & 0xf) * 2)
+    }
+    let w: Vec<(usize, u32)> = words(data, little).collect();
+    for k in 0..w.len() {
+        let (at, first) = w[k];
+        // add ip, pc, #imm
+        if first & 0xffff_f000 != 0xe28f_c000 {
+            continue;
+        }
+        let mut slot = base.wrapping_add(at as u64).wrapping_add(8) as u32;
+        slot = slot.wrapping_add(imm(first));
+        let mut j = k + 1;
+        // add ip, ip, #imm (at most two)
+        while j < w.len() && j <= k + 2 && w[j].1 & 0xffff_f000 == 0xe28c_c000 {
+            slot = slot.wrapping_add(imm(w[j].1));
+            j += 1;
+        }
+        // ldr pc, [ip, #imm]!
+        match w.get(j) {
+            Some(&(_, ldr)) if ldr & 0xffff_f000 == 0xe5bc_f000 => {
+                slot = slot.wrapping_add(ldr & 0xfff);
+                add_stub(base, at, u64::from(slot), slots, out);
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +278,37 @@ mod tests {
         );
         jumps(0x1000, &[0xff, 0x25, 0x00], &slots(), &mut out);
         jumps(0x1000, &[0xf2, 0xff, 0x25, 0x00, 0x10], &slots(), &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn aarch64_and_arm_stubs_are_named_by_their_slot() {
+        // aarch64-linux-gnu-objdump: 740 <malloc@plt>: adrp x16, 20000; ldr x17, [x16, #24];
+        // add x16, x16, #0x18; br x17.
+        let code: Vec<u8> = [0x9000_0110u32, 0xf940_0e11, 0x9100_6210, 0xd61f_0220]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let slots: HashMap<u64, String> = [(0x20018, "malloc".to_string())].into_iter().collect();
+        let mut out = Vec::new();
+        aarch64(0x740, &code, &slots, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].addr, out[0].name.as_str()), (0x740, "malloc@plt"));
+        // arm-linux-gnueabihf-objdump: 4a8 <malloc@plt>: add ip, pc, #0, 12;
+        // add ip, ip, #4096; ldr pc, [ip, #2928]!  (slot 0x4b0 + 0x1000 + 0xb70 = 0x2020).
+        let code: Vec<u8> = [0xe28f_c600u32, 0xe28c_ca01, 0xe5bc_fb70]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let slots: HashMap<u64, String> = [(0x2020, "malloc".to_string())].into_iter().collect();
+        let mut out = Vec::new();
+        arm(0x4a8, &code, true, &slots, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].addr, out[0].name.as_str()), (0x4a8, "malloc@plt"));
+        // Cut short: nothing, no panic.
+        let mut out = Vec::new();
+        arm(0x4a8, &code[..8], true, &slots, &mut out);
+        aarch64(0x740, &code[..6], &slots, &mut out);
         assert!(out.is_empty());
     }
 

@@ -1,0 +1,93 @@
+//! PLT stubs named as each architecture's objdump labels them (`malloc@plt`): a program that
+//! calls the C library, built by the x86_64 (lazy binding, and CET's `.plt.sec`), AArch64 and
+//! 32-bit ARM cross compilers, symbolized at each stub objdump names, first and last byte.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use crossprof_symbols::{Lookup, Module};
+use support::*;
+
+const PROGRAM: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    char *p = malloc(argc * 64);
+    memset(p, 0, 64);
+    strcpy(p, argv[0]);
+    puts(p);
+    free(p);
+    return (int)strlen(argv[0]) & 1;
+}
+"#;
+
+/// `objdump`'s stub labels in `binary`: (address, name), leaving out the lazy binder
+/// (`<x@plt-0x10>`) and ifunc stubs (`<*ABS*+0x...@plt>`).
+fn objdump_stubs(objdump: &str, binary: &Path) -> Vec<(u64, String)> {
+    let text = stdout(
+        Command::new(objdump)
+            .args(["-d", "-j", ".plt", "-j", ".plt.sec"])
+            .arg(binary),
+    );
+    text.lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.split_once(" <")?;
+            let name = rest.strip_suffix(">:")?;
+            (name.ends_with("@plt") && !name.contains('*'))
+                .then(|| Some((u64::from_str_radix(addr, 16).ok()?, name.to_string())))?
+        })
+        .collect()
+}
+
+#[test]
+fn plt_stubs_are_named_as_objdump_names_them_on_every_architecture() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("calls.c");
+    std::fs::write(&source, PROGRAM).unwrap();
+    let builds: [(&str, &str, &str, &[&str]); 4] = [
+        ("x86_64-lazy", "gcc", "objdump", &["-Wl,-z,lazy"]),
+        (
+            "x86_64-cet",
+            "gcc",
+            "objdump",
+            &["-fcf-protection", "-Wl,-z,ibtplt"],
+        ),
+        (
+            "aarch64",
+            "aarch64-linux-gnu-gcc",
+            "aarch64-linux-gnu-objdump",
+            &[],
+        ),
+        (
+            "armv7",
+            "arm-linux-gnueabihf-gcc",
+            "arm-linux-gnueabihf-objdump",
+            &[],
+        ),
+    ];
+    for (tag, cc, objdump, flags) in builds {
+        let binary = dir.path().join(tag);
+        sh(Command::new(cc)
+            .args(["-O2", "-Wl,--build-id"])
+            .args(flags)
+            .arg(&source)
+            .arg("-o")
+            .arg(&binary));
+        let stubs = objdump_stubs(objdump, &binary);
+        assert!(stubs.len() >= 5, "{tag}: objdump names {stubs:?}");
+        let path = binary.to_str().unwrap();
+        let located = Lookup::default().locate(path, &build_id(&binary));
+        let module = Module::load(&located).unwrap();
+        for (i, (addr, name)) in stubs.iter().enumerate() {
+            // A stub's last byte: the next stub's first, less one (the last stub: 8 bytes on).
+            let last = stubs.get(i + 1).map_or(addr + 8, |(next, _)| next - 1);
+            for at in [*addr, last] {
+                let got = module.frames(at).last().and_then(|f| f.function.clone());
+                assert_eq!(got.as_deref(), Some(name.as_str()), "{tag} at {at:#x}");
+            }
+        }
+    }
+}
