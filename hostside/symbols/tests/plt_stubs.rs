@@ -25,18 +25,18 @@ int main(int argc, char **argv) {
 "#;
 
 /// `objdump`'s stub labels in `binary`: (address, name), leaving out the lazy binder
-/// (`<x@plt-0x10>`) and ifunc stubs (`<*ABS*+0x...@plt>`).
+/// (`<x@plt-0x10>`); ifunc stubs are `*ABS*+0xRESOLVER@plt`.
 fn objdump_stubs(objdump: &str, binary: &Path) -> Vec<(u64, String)> {
     let text = stdout(
         Command::new(objdump)
-            .args(["-d", "-j", ".plt", "-j", ".plt.sec"])
+            .args(["-d", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"])
             .arg(binary),
     );
     text.lines()
         .filter_map(|l| {
             let (addr, rest) = l.split_once(" <")?;
             let name = rest.strip_suffix(">:")?;
-            (name.ends_with("@plt") && !name.contains('*'))
+            (name.ends_with("@plt") && !name.contains("@plt-"))
                 .then(|| Some((u64::from_str_radix(addr, 16).ok()?, name.to_string())))?
         })
         .collect()
@@ -76,7 +76,10 @@ fn plt_stubs_are_named_as_objdump_names_them_on_every_architecture() {
             .arg(&source)
             .arg("-o")
             .arg(&binary));
-        let stubs = objdump_stubs(objdump, &binary);
+        let stubs: Vec<(u64, String)> = objdump_stubs(objdump, &binary)
+            .into_iter()
+            .filter(|(_, n)| !n.contains('*'))
+            .collect();
         assert!(stubs.len() >= 5, "{tag}: objdump names {stubs:?}");
         let path = binary.to_str().unwrap();
         let located = Lookup::default().locate(path, &build_id(&binary));
@@ -90,4 +93,52 @@ fn plt_stubs_are_named_as_objdump_names_them_on_every_architecture() {
             }
         }
     }
+}
+
+/// The C library this test runs with calls its own ifuncs (`memcpy`, `strlen`) through
+/// `IRELATIVE` stubs, which objdump labels `*ABS*+0xRESOLVER@plt`: each is named as `nm`
+/// names the resolver's address; every other stub as objdump labels it.
+#[test]
+fn the_c_library_s_stubs_and_ifunc_stubs_are_named() {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let Some(libc) = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("/libc.so"))
+    else {
+        return; // not a glibc system: nothing to compare
+    };
+    let libc = Path::new(libc);
+    let located = Lookup::default().locate(libc.to_str().unwrap(), &build_id(libc));
+    let module = Module::load(&located).unwrap();
+    let nm = stdout(Command::new("nm").args(["-D", "--defined-only"]).arg(libc));
+    let named_at = |addr: u64| -> Vec<String> {
+        nm.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                let a = u64::from_str_radix(f.next()?, 16).ok()?;
+                let name = f.nth(1)?;
+                (a == addr).then(|| format!("{}@plt", name.split('@').next().unwrap_or(name)))
+            })
+            .collect()
+    };
+    let mut ifuncs = 0;
+    for (addr, label) in objdump_stubs("objdump", libc) {
+        let got = module.frames(addr).last().and_then(|f| f.function.clone());
+        match label
+            .strip_prefix("*ABS*+0x")
+            .and_then(|r| r.strip_suffix("@plt"))
+        {
+            Some(resolver) => {
+                let names = named_at(u64::from_str_radix(resolver, 16).unwrap());
+                assert!(
+                    got.as_ref().is_some_and(|g| names.contains(g)),
+                    "{label} at {addr:#x}: ours {got:?}, nm {names:?}"
+                );
+                ifuncs += 1;
+            }
+            None => assert_eq!(got.as_deref(), Some(label.as_str()), "at {addr:#x}"),
+        }
+    }
+    assert!(ifuncs > 0, "no IRELATIVE stub in {}", libc.display());
 }
