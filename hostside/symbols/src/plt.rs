@@ -7,11 +7,13 @@
 //! and the slot's relocation names the function (for an ifunc, the addend names its resolver,
 //! which carries the function's name). The slot is decoded from the stub's instructions:
 //! - x86_64: `jmp *slot(%rip)`, with a `bnd` prefix and an `endbr64` before it under CET;
+//! - i686: `jmp *slot` in position-dependent code, `jmp *offset(%ebx)` (from the GOT) in
+//!   position-independent code;
+//! - RISC-V: `auipc t3, hi; ld t3, lo(t3)`;
 //! - AArch64: `adrp x16, slot page; ldr x17, [x16, slot offset]`, after a `bti c` under BTI;
 //! - 32-bit ARM: `add ip, pc, #a; add ip, ip, #b; [add ip, ip, #c;] ldr pc, [ip, #d]!`.
 //!
-//! The PLT's first entry, the lazy binder, names no function and stays unnamed; so do the
-//! stubs of i686 and RISC-V, not decoded yet.
+//! The PLT's first entry, the lazy binder, names no function and stays unnamed.
 
 use std::collections::HashMap;
 
@@ -19,10 +21,7 @@ use object::{
     Architecture, Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
 };
 
-/// `endbr64`, the first instruction of a stub under CET.
-const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
-
-/// Longest stub: the lazy PLT's 16-byte entries.
+/// Longest stub: the lazy PLT's 16-byte entries (x86, and RISC-V's four instructions).
 const MAX_STUB: u64 = 16;
 
 /// One stub: where it starts, its size and the name it gets (`function@plt`).
@@ -39,10 +38,19 @@ pub(crate) fn stubs(file: &object::File<'_>) -> Vec<Stub> {
     let arch = file.architecture();
     if !matches!(
         arch,
-        Architecture::X86_64 | Architecture::Aarch64 | Architecture::Arm
+        Architecture::X86_64
+            | Architecture::I386
+            | Architecture::Aarch64
+            | Architecture::Arm
+            | Architecture::Riscv64
     ) {
         return Vec::new();
     }
+    // i686's position-independent stubs jump through `%ebx`, the GOT's address.
+    let got = [".got.plt", ".got"]
+        .iter()
+        .find_map(|n| file.section_by_name(n))
+        .map_or(0, |s| s.address());
     let slots = slot_names(file);
     if slots.is_empty() {
         return Vec::new();
@@ -56,8 +64,10 @@ pub(crate) fn stubs(file: &object::File<'_>) -> Vec<Stub> {
         let Ok(data) = section.data() else { continue };
         let base = section.address();
         match arch {
-            Architecture::X86_64 => jumps(base, data, &slots, &mut out),
+            Architecture::X86_64 => jumps(base, data, X86::RipRelative, &slots, &mut out),
+            Architecture::I386 => jumps(base, data, X86::I386 { got }, &slots, &mut out),
             Architecture::Aarch64 => aarch64(base, data, &slots, &mut out),
+            Architecture::Riscv64 => riscv64(base, data, &slots, &mut out),
             _ => arm(base, data, file.is_little_endian(), &slots, &mut out),
         }
     }
@@ -112,39 +122,64 @@ fn slot_names(file: &object::File<'_>) -> HashMap<u64, String> {
     slots
 }
 
-/// Adds a stub for each `jmp *slot(%rip)` in `data` (at address `base`) whose slot `slots`
-/// names.
-fn jumps(base: u64, data: &[u8], slots: &HashMap<u64, String>, out: &mut Vec<Stub>) {
+/// How an x86 stub's indirect jump gives its slot.
+#[derive(Clone, Copy)]
+enum X86 {
+    /// x86_64: `jmp *disp(%rip)`.
+    RipRelative,
+    /// i686: `jmp *abs32` (position-dependent code) or `jmp *disp(%ebx)`, where `%ebx`
+    /// holds the GOT's address (`.got.plt`), given here.
+    I386 { got: u64 },
+}
+
+/// Adds a stub for each indirect `jmp` in `data` (at address `base`) whose slot `slots`
+/// names (see [`X86`]).
+fn jumps(base: u64, data: &[u8], mode: X86, slots: &HashMap<u64, String>, out: &mut Vec<Stub>) {
     let mut i = 0;
     while i + 6 <= data.len() {
-        // `ff 25 disp32`, or `f2 ff 25 disp32` (bnd jmp).
-        let op = if data[i..].starts_with(&[0xf2, 0xff, 0x25]) {
-            i + 1
-        } else if data[i..].starts_with(&[0xff, 0x25]) {
-            i
-        } else {
+        // `ff 25 imm32` or `ff a3 disp32`, perhaps after `f2` (bnd jmp).
+        let op = if data[i] == 0xf2 { i + 1 } else { i };
+        let (Some(&[0xff, modrm]), Some(imm)) = (data.get(op..op + 2), data.get(op + 2..op + 6))
+        else {
             i += 1;
             continue;
         };
-        let Some(disp) = data.get(op + 2..op + 6) else {
-            break;
-        };
-        let disp = i32::from_le_bytes([disp[0], disp[1], disp[2], disp[3]]);
+        let imm = i32::from_le_bytes([imm[0], imm[1], imm[2], imm[3]]);
         let next = base.wrapping_add((op + 6) as u64);
-        let slot = next.wrapping_add(disp as i64 as u64);
-        if let Some(name) = slots.get(&slot) {
-            let start = if i >= 4 && data[i - 4..i] == ENDBR64 {
-                i - 4
-            } else {
-                i
-            };
-            out.push(Stub {
-                addr: base.wrapping_add(start as u64),
-                size: 0,
-                name: format!("{name}@plt"),
-            });
+        let slot = match (mode, modrm) {
+            (X86::RipRelative, 0x25) => next.wrapping_add(imm as i64 as u64),
+            (X86::I386 { .. }, 0x25) => u64::from(imm as u32),
+            (X86::I386 { got }, 0xa3) => (got as u32).wrapping_add(imm as u32).into(),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        if slots.contains_key(&slot) {
+            // CET stubs begin with `endbr64` (`f3 0f 1e fa`) or `endbr32` (`... fb`).
+            let endbr = i >= 4 && data[i - 4..i - 1] == [0xf3, 0x0f, 0x1e] && data[i - 1] >= 0xfa;
+            let start = if endbr { i - 4 } else { i };
+            add_stub(base, start, slot, slots, out);
         }
         i = op + 6;
+    }
+}
+
+/// RISC-V (64-bit) stubs: `auipc t3, hi` then `ld t3, lo(t3)`.
+fn riscv64(base: u64, data: &[u8], slots: &HashMap<u64, String>, out: &mut Vec<Stub>) {
+    let w: Vec<(usize, u32)> = words(data, true).collect();
+    for k in 0..w.len().saturating_sub(1) {
+        let (at, auipc) = w[k];
+        let (_, ld) = w[k + 1];
+        // AUIPC t3 (x28); LD t3, imm(t3).
+        if auipc & 0xfff != 0xe17 || ld & 0xfffff != 0xe3e03 {
+            continue;
+        }
+        let hi = i64::from((auipc & 0xffff_f000) as i32);
+        let lo = i64::from((ld as i32) >> 20);
+        let pc = base.wrapping_add(at as u64);
+        let slot = pc.wrapping_add(hi as u64).wrapping_add(lo as u64);
+        add_stub(base, at, slot, slots, out);
     }
 }
 
@@ -256,33 +291,41 @@ mod tests {
         lazy[6..11].copy_from_slice(&[0x68, 0, 0, 0, 0]);
         lazy[11..16].copy_from_slice(&[0xe9, 0xeb, 0xff, 0xff, 0xff]);
         let mut out = Vec::new();
-        jumps(0x1010, &lazy, &slots(), &mut out);
+        jumps(0x1010, &lazy, X86::RipRelative, &slots(), &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].addr, out[0].name.as_str()), (0x1010, "realloc@plt"));
         // A CET entry at 0x2000: endbr64; bnd jmp *0x3008 (rip 0x200b + 0xffd).
-        let mut cet = ENDBR64.to_vec();
+        let mut cet = vec![0xf3, 0x0f, 0x1e, 0xfa];
         cet.extend([0xf2, 0xff, 0x25, 0xfd, 0x0f, 0x00, 0x00]);
         cet.extend([0x0f, 0x1f, 0x44, 0x00, 0x00]);
         let mut out = Vec::new();
-        jumps(0x2000, &cet, &slots(), &mut out);
+        jumps(0x2000, &cet, X86::RipRelative, &slots(), &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].addr, out[0].name.as_str()), (0x2000, "free@plt"));
         // A jump through a slot no relocation names (the lazy binder's) gives nothing, and
         // truncated bytes never panic.
         let mut out = Vec::new();
+        let rip = X86::RipRelative;
         jumps(
             0x1000,
-            &[0xff, 0x25, 0x00, 0x10, 0x00, 0x00],
+            &[0xff, 0x25, 0, 0x10, 0, 0],
+            rip,
             &slots(),
             &mut out,
         );
-        jumps(0x1000, &[0xff, 0x25, 0x00], &slots(), &mut out);
-        jumps(0x1000, &[0xf2, 0xff, 0x25, 0x00, 0x10], &slots(), &mut out);
+        jumps(0x1000, &[0xff, 0x25, 0], rip, &slots(), &mut out);
+        jumps(
+            0x1000,
+            &[0xf2, 0xff, 0x25, 0, 0x10],
+            rip,
+            &slots(),
+            &mut out,
+        );
         assert!(out.is_empty());
     }
 
     #[test]
-    fn aarch64_and_arm_stubs_are_named_by_their_slot() {
+    fn other_architectures_stubs_are_named_by_their_slot() {
         // aarch64-linux-gnu-objdump: 740 <malloc@plt>: adrp x16, 20000; ldr x17, [x16, #24];
         // add x16, x16, #0x18; br x17.
         let code: Vec<u8> = [0x9000_0110u32, 0xf940_0e11, 0x9100_6210, 0xd61f_0220]
@@ -305,10 +348,43 @@ mod tests {
         arm(0x4a8, &code, true, &slots, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].addr, out[0].name.as_str()), (0x4a8, "malloc@plt"));
+        // riscv64-linux-gnu-objdump: 6c0 <malloc@plt>: auipc t3, 0x2; ld t3, -1696(t3)
+        // (slot 0x2020); jalr t1, t3; nop.
+        let rv: Vec<u8> = [0x0000_2e17u32, 0x960e_3e03, 0x000e_0367, 0x0000_0013]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let slots: HashMap<u64, String> = [(0x2020, "malloc".to_string())].into_iter().collect();
+        let mut out = Vec::new();
+        riscv64(0x6c0, &rv, &slots, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].addr, out[0].name.as_str()), (0x6c0, "malloc@plt"));
+        // i686-linux-gnu-objdump: 1060 <malloc@plt>: jmp *0x18(%ebx), the GOT at 0x4000; and
+        // 8049060: jmp *0x804c00c in a position-dependent program.
+        let slots: HashMap<u64, String> = [
+            (0x4018, "malloc".to_string()),
+            (0x804_c00c, "free".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let mut out = Vec::new();
+        let pic = [0xff, 0xa3, 0x18, 0, 0, 0, 0x68, 0x18, 0, 0, 0];
+        jumps(0x1060, &pic, X86::I386 { got: 0x4000 }, &slots, &mut out);
+        let fixed = [0xff, 0x25, 0x0c, 0xc0, 0x04, 0x08, 0x68, 0x18, 0, 0, 0];
+        jumps(
+            0x804_9060,
+            &fixed,
+            X86::I386 { got: 0x4000 },
+            &slots,
+            &mut out,
+        );
+        let got: Vec<(u64, &str)> = out.iter().map(|s| (s.addr, s.name.as_str())).collect();
+        assert_eq!(got, [(0x1060, "malloc@plt"), (0x804_9060, "free@plt")]);
         // Cut short: nothing, no panic.
         let mut out = Vec::new();
         arm(0x4a8, &code[..8], true, &slots, &mut out);
         aarch64(0x740, &code[..6], &slots, &mut out);
+        riscv64(0x6c0, &rv[..6], &slots, &mut out);
         assert!(out.is_empty());
     }
 }

@@ -1,6 +1,7 @@
 //! PLT stubs named as each architecture's objdump labels them (`malloc@plt`): a program that
-//! calls the C library, built by the x86_64 (lazy binding, and CET's `.plt.sec`), AArch64 and
-//! 32-bit ARM cross compilers, symbolized at each stub objdump names, first and last byte.
+//! calls the C library, built by gcc for x86_64 (lazy binding, and CET's `.plt.sec`) and by
+//! the AArch64, 32-bit ARM, i686 (position-independent or not) and RISC-V cross compilers,
+//! symbolized at each stub objdump names, first and last byte.
 
 mod support;
 
@@ -47,36 +48,26 @@ fn plt_stubs_are_named_as_objdump_names_them_on_every_architecture() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("calls.c");
     std::fs::write(&source, PROGRAM).unwrap();
-    let builds: [(&str, &str, &str, &[&str]); 4] = [
-        ("x86_64-lazy", "gcc", "objdump", &["-Wl,-z,lazy"]),
-        (
-            "x86_64-cet",
-            "gcc",
-            "objdump",
-            &["-fcf-protection", "-Wl,-z,ibtplt"],
-        ),
-        (
-            "aarch64",
-            "aarch64-linux-gnu-gcc",
-            "aarch64-linux-gnu-objdump",
-            &[],
-        ),
-        (
-            "armv7",
-            "arm-linux-gnueabihf-gcc",
-            "arm-linux-gnueabihf-objdump",
-            &[],
-        ),
+    // (tag, the binutils prefix, flags)
+    let builds: [(&str, &str, &[&str]); 7] = [
+        ("x86_64-lazy", "", &["-Wl,-z,lazy"]),
+        ("x86_64-cet", "", &["-fcf-protection", "-Wl,-z,ibtplt"]),
+        ("aarch64", "aarch64-linux-gnu-", &[]),
+        ("armv7", "arm-linux-gnueabihf-", &[]),
+        ("i686-pie", "i686-linux-gnu-", &["-fpie", "-pie"]),
+        ("i686", "i686-linux-gnu-", &["-fno-pie", "-no-pie"]),
+        ("riscv64", "riscv64-linux-gnu-", &[]),
     ];
-    for (tag, cc, objdump, flags) in builds {
+    for (tag, prefix, flags) in builds {
+        let (cc, objdump) = (format!("{prefix}gcc"), format!("{prefix}objdump"));
         let binary = dir.path().join(tag);
-        sh(Command::new(cc)
+        sh(Command::new(&cc)
             .args(["-O2", "-Wl,--build-id"])
             .args(flags)
             .arg(&source)
             .arg("-o")
             .arg(&binary));
-        let stubs: Vec<(u64, String)> = objdump_stubs(objdump, &binary)
+        let stubs: Vec<(u64, String)> = objdump_stubs(&objdump, &binary)
             .into_iter()
             .filter(|(_, n)| !n.contains('*'))
             .collect();
