@@ -83,16 +83,18 @@ impl Consumers<'_> {
             .filter(|_| in_window)
             .and_then(|e| e.take(&s, event).then_some((&mut e.stacks, period)));
         let cpu = (event.is_none() && in_window).then_some((&mut self.cpu, period));
-        let mut takers: Vec<(&mut Accumulator, u64)> =
-            [cpu, waits, wakers, chosen].into_iter().flatten().collect();
-        let Some((last, last_period)) = takers.pop() else {
+        // No allocation per sample: at most four takers, the last one gets the stack itself.
+        let mut takers = [cpu, waits, wakers, chosen];
+        let Some(last) = takers.iter().rposition(Option::is_some) else {
             return;
         };
         let u = Unwound::of(s, &self.o.processes, &mut self.unwinder);
-        for (acc, p) in takers {
+        for (acc, p) in takers[..last].iter_mut().filter_map(Option::take) {
             acc.push(u.clone(), p);
         }
-        last.push(u, last_period);
+        if let Some((acc, p)) = takers[last].take() {
+            acc.push(u, p);
+        }
     }
 }
 
