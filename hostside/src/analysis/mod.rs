@@ -1,4 +1,6 @@
-//! Aggregations over a recording: what the reports and exports are computed from.
+//! Aggregations over a recording: what the reports and exports are computed from. Each takes
+//! decoded records or samples as the pipeline's passes hand them over (see
+//! [`crate::pipeline`]) and never reads the file itself.
 
 pub mod cpu;
 pub mod diff;

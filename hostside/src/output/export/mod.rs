@@ -23,7 +23,7 @@ pub mod pprof;
 pub mod speedscope;
 
 /// What an export describes. With it, every exporter reads only the [`ReportContext`] (made
-/// by [`crate::pipeline::Loaded::context_with`] so that it holds the profiles' mappings).
+/// by [`crate::pipeline::Loaded::context_with_mappings`] so that it holds the profiles' mappings).
 pub enum Source<'a> {
     /// CPU samples.
     Cpu(&'a CpuProfile),
