@@ -1,14 +1,14 @@
 //! One recording, opened and analysed: the shared first step of `report`, `flamegraph`,
 //! `export`, `html`, `annotate` and `diff`. The steps run one way, each using only what the
-//! ones before it made, and the file is read twice whatever the command asks for:
+//! ones before it made, and the file is read twice at most, whatever the command asks for:
 //!
 //! 1. [`Recording`]: the file, its header and a tolerant reader;
-//! 2. [`metadata::open`], the first pass: [`Processes`] (tasks, address spaces and the
+//! 2. `metadata::open`, the first pass ([`open`]): [`Processes`] (tasks, address spaces and the
 //!    modules mapped into them), the user's [`Filter`] bound to the recording's clock
 //!    ([`Window`]), each module located in the sysroot ([`Resolver`]), and what the off-CPU,
 //!    `--event` and thread analyses keep from the metadata: an [`Opened`] recording, on which
 //!    a command checks what the file holds before asking for it;
-//! 3. [`Opened::analyze`], the second pass ([`pass::run`]): every sample's stack unwound once
+//! 3. [`Opened::analyze`], the second pass (`pass::run`): every sample's stack unwound once
 //!    by one [`crate::unwinding::StackUnwinder`] and handed to each profile that takes it
 //!    (CPU, off-CPU waits and wakers, one `--event`), the heap events to the heap analysis,
 //!    then every distinct address resolved once per profile: a [`Loaded`] recording;
@@ -85,7 +85,7 @@ pub struct Opened {
     /// The part of the recording analysed (`--from/--to/--pid/--tid`): the profiles hold only
     /// what it selects.
     pub window: Window,
-    /// The threads' lives as the metadata pass saw them, for [`Loaded::timeline`].
+    /// The threads' lives as the metadata pass saw them, for [`Opened::timeline`].
     pub timeline_events: TimelineEvents,
     /// Every mapping, data ones included, as the metadata pass saw them (for `--event`).
     pub data_maps: DataMaps,
