@@ -1,5 +1,7 @@
 //! The heap profile's gaps as diagnostics: lost events, stacks cut short, unknown frees.
 
+use crossprof_heap_wire::cut_short;
+
 use super::{Diagnostic, Kind};
 use crate::analysis::heap::HeapProfile;
 
@@ -45,19 +47,19 @@ pub(super) fn allocations(h: &HeapProfile, add: &mut impl FnMut(Kind, u64, Strin
 }
 
 /// The `heap-stack-cut-short` entries, one per reason the interposer recorded (count:
-/// allocations).
+/// allocations), each named as `crossprof_heap_wire::cut_short` names it.
 pub(super) fn cut_short(h: &HeapProfile, out: &mut Vec<Diagnostic>) {
-    for (why, n) in h.anomalies.cut_short_allocations.by_reason() {
+    for (marker, n) in h.anomalies.cut_short_allocations.by_reason() {
         if n > 0 {
             out.push(Diagnostic {
                 kind: Kind::HeapStackCutShort,
-                reason: Some(why),
+                reason: cut_short::name(marker),
                 profile: None,
                 count: n,
                 message: format!(
                     "allocations whose stack the interposer's unwinder cut short {}: their \
                      outermost callers are missing",
-                    cut_reason(why)
+                    cut_reason(marker)
                 ),
             });
         }
@@ -65,11 +67,15 @@ pub(super) fn cut_short(h: &HeapProfile, out: &mut Vec<Diagnostic>) {
 }
 
 /// What a reason the interposer recorded means, for the diagnostic's message.
-fn cut_reason(name: &str) -> String {
-    match name {
-        "too_deep" => format!("at its limit of {} frames", crossprof_heap_wire::MAX_FRAMES),
-        "no_unwind_info" => "in code without unwind tables (the stack is the site alone)".into(),
-        "bad_frame" => "where an unwind rule led nowhere".into(),
+fn cut_reason(marker: u64) -> String {
+    match marker {
+        cut_short::TOO_DEEP => {
+            format!("at its limit of {} frames", crossprof_heap_wire::MAX_FRAMES)
+        }
+        cut_short::NO_UNWIND_INFO => {
+            "in code without unwind tables (the stack is the site alone)".into()
+        }
+        cut_short::BAD_FRAME => "where an unwind rule led nowhere".into(),
         _ => "at a read outside the thread's stack".into(),
     }
 }

@@ -37,7 +37,9 @@ impl State<'_> {
             // cut.
             let cut = match self.tree.cut_short(t) {
                 (Some(why), _) => Some(why),
-                (None, depth) if depth >= crossprof_heap_wire::MAX_FRAMES => Some("too_deep"),
+                (None, depth) if depth >= crossprof_heap_wire::MAX_FRAMES => {
+                    Some(crossprof_heap_wire::cut_short::TOO_DEEP)
+                }
                 (None, _) => None,
             };
             if let Some(why) = cut {

@@ -1,6 +1,8 @@
 //! What the heap analysis produces: totals, sites, distinct stacks, the largest allocations and
 //! the timeline, and the metrics reports and flame graphs weigh them by.
 
+use crossprof_heap_wire::cut_short;
+
 use crate::analysis::cpu::StackAddress;
 use crate::analysis::heap::events::HeapEvents;
 use crate::analysis::heap::timeline::Bucket;
@@ -124,8 +126,8 @@ pub struct HeapAnomalies {
 }
 
 /// Allocations whose stack stopped before its outermost frame, by the reason the interposer
-/// recorded with the stack (see `crossprof_heap_wire::cut_short`; the JSON keys are its
-/// names).
+/// recorded with the stack (a `crossprof_heap_wire::cut_short` marker; the JSON keys are the
+/// markers' names).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HeapCutShort {
     /// More frames than the interposer keeps (`crossprof_heap_wire::MAX_FRAMES`); in a
@@ -141,24 +143,26 @@ pub struct HeapCutShort {
 }
 
 impl HeapCutShort {
-    /// Counts `allocations` under the reason called `name` (a `cut_short` name).
-    pub fn add(&mut self, name: &str, allocations: u64) {
-        let slot = match name {
-            "too_deep" => &mut self.too_deep,
-            "no_unwind_info" => &mut self.no_unwind_info,
-            "bad_frame" => &mut self.bad_frame,
-            _ => &mut self.stack_unreadable,
+    /// Counts `allocations` under the reason `marker` stands for (a `cut_short` marker; any
+    /// other value counts nowhere).
+    pub fn add(&mut self, marker: u64, allocations: u64) {
+        let slot = match marker {
+            cut_short::TOO_DEEP => &mut self.too_deep,
+            cut_short::NO_UNWIND_INFO => &mut self.no_unwind_info,
+            cut_short::BAD_FRAME => &mut self.bad_frame,
+            cut_short::STACK_UNREADABLE => &mut self.stack_unreadable,
+            _ => return,
         };
         *slot += allocations;
     }
 
-    /// Every reason with its count, in a fixed order.
-    pub fn by_reason(&self) -> [(&'static str, u64); 4] {
+    /// Every reason's marker with its count, in a fixed order.
+    pub fn by_reason(&self) -> [(u64, u64); 4] {
         [
-            ("too_deep", self.too_deep),
-            ("no_unwind_info", self.no_unwind_info),
-            ("bad_frame", self.bad_frame),
-            ("stack_unreadable", self.stack_unreadable),
+            (cut_short::TOO_DEEP, self.too_deep),
+            (cut_short::NO_UNWIND_INFO, self.no_unwind_info),
+            (cut_short::BAD_FRAME, self.bad_frame),
+            (cut_short::STACK_UNREADABLE, self.stack_unreadable),
         ]
     }
 

@@ -42,10 +42,10 @@ pub struct TraceNode {
     pub ip: u64,
     /// The address space `ip` belongs to.
     pub space: SpaceKey,
-    /// Why the board's unwinder stopped at this node, the outermost of a chain it cut short
-    /// (a `crossprof_heap_wire::cut_short` name, from the marker the interposer recorded past
-    /// it); `None` everywhere else. Part of the node: a cut chain is not a complete one.
-    pub cut: Option<&'static str>,
+    /// Why the board's unwinder stopped at this node, the outermost of a chain it cut short:
+    /// the `crossprof_heap_wire::cut_short` marker the interposer recorded past it; `None`
+    /// everywhere else. Part of the node: a cut chain is not a complete one.
+    pub cut: Option<u64>,
 }
 
 /// Damage seen in the board's trace tree.
@@ -156,9 +156,9 @@ impl TraceTree {
         // The interposer's marker of a stack cut short, past its outermost frame.
         let mut cut = None;
         if cur == 0 && base == EMPTY_TRACE {
-            if let Some(name) = ips.last().and_then(|&ip| cut_short::name(ip)) {
+            if let Some(&marker) = ips.last().filter(|&&ip| cut_short::name(ip).is_some()) {
                 ips.pop();
-                cut = Some(name);
+                cut = Some(marker);
             }
         }
         let mut t = base;
@@ -209,9 +209,9 @@ impl TraceTree {
         &self.nodes
     }
 
-    /// Why the board's unwinder cut the stack of trace `t` short, if it did (see
+    /// Why the board's unwinder cut the stack of trace `t` short, if it did (its marker, see
     /// [`TraceNode::cut`]), and how many frames the stack has.
-    pub fn cut_short(&self, t: TraceId) -> (Option<&'static str>, usize) {
+    pub fn cut_short(&self, t: TraceId) -> (Option<u64>, usize) {
         let mut depth = 0;
         let mut cut = None;
         for (_, n) in self.chain(t) {
@@ -286,7 +286,7 @@ mod tests {
         let cut = tree.trace((1, 0), 3, &p);
         let whole = tree.trace((1, 0), 5, &p);
         assert_eq!(ips(&tree, cut), vec![0x200, 0x100]);
-        assert_eq!(tree.cut_short(cut), (Some("bad_frame"), 2));
+        assert_eq!(tree.cut_short(cut), (Some(cut_short::BAD_FRAME), 2));
         assert_eq!(tree.cut_short(whole), (None, 2));
         assert_ne!(cut, whole);
         // A marker that is not at the root is an address like any other.
