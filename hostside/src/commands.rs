@@ -208,7 +208,14 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         } => {
             let filter = filter.filter();
             if let Some(new) = new {
-                return html_diff(&file, &new, &symbols.lookup(), &filter, &output);
+                let (a, b) = load_pair(
+                    &file,
+                    &new,
+                    &symbols.lookup(),
+                    &filter,
+                    HeapOptions::default(),
+                )?;
+                return html_diff((&file, loaded(a)), (&new, loaded(b)), &output);
             }
             let opened = open(&file, &symbols.lookup(), &filter)?;
             let grid = o::html::grid(opened.recording.header().start_clock_ns, opened.duration_ns);
@@ -278,13 +285,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             )?;
             let (a, b) = (loaded(a), loaded(b));
             let rows = diff(&a.cpu, &b.cpu);
-            let with_heap = a.heap.is_some() || b.heap.is_some();
-            let with_cpu = !with_heap || a.cpu.samples > 0 || b.cpu.samples > 0;
-            let heap = a
-                .heap
-                .as_ref()
-                .zip(b.heap.as_ref())
-                .map(|(x, y)| heap::diff::diff(x, y));
+            let heap = heap_diff(&a, &b);
+            let with_cpu = heap.is_none() || a.cpu.samples > 0 || b.cpu.samples > 0;
             let old_side = Side {
                 file: &old,
                 samples: a.cpu.samples,
@@ -327,21 +329,20 @@ fn load_pair(
     Ok((a.analyze(wants.clone())?, b.analyze(wants)?))
 }
 
-/// `hostside html OLD NEW`: both recordings analysed as `hostside diff` does.
+/// Both heap profiles of a comparison compared, when [`load_pair`] made them.
+fn heap_diff(a: &Loaded, b: &Loaded) -> Option<heap::diff::HeapDiff> {
+    Some(heap::diff::diff(a.heap.as_ref()?, b.heap.as_ref()?))
+}
+
+/// `hostside html OLD NEW`: both recordings (with their files) as [`load_pair`] analysed them
+/// for `hostside diff`.
 fn html_diff(
-    old: &Path,
-    new: &Path,
-    lookup: &crossprof_symbols::Lookup,
-    filter: &Filter,
+    (old, a): (&Path, Loaded),
+    (new, b): (&Path, Loaded),
     output: &Path,
 ) -> Result<Outcome> {
-    let (a, b) = load_pair(old, new, lookup, filter, HeapOptions::default())?;
     let rows = diff(&a.cpu, &b.cpu);
-    let heap = a
-        .heap
-        .as_ref()
-        .zip(b.heap.as_ref())
-        .map(|(x, y)| heap::diff::diff(x, y));
+    let heap = heap_diff(&a, &b);
     let (ca, cb) = (a.context(), b.context());
     let old_side = o::html::diff::DiffSide {
         file: old,

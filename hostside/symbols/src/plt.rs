@@ -155,12 +155,10 @@ fn jumps(base: u64, data: &[u8], mode: X86, slots: &HashMap<u64, String>, out: &
                 continue;
             }
         };
-        if slots.contains_key(&slot) {
-            // CET stubs begin with `endbr64` (`f3 0f 1e fa`) or `endbr32` (`... fb`).
-            let endbr = i >= 4 && data[i - 4..i - 1] == [0xf3, 0x0f, 0x1e] && data[i - 1] >= 0xfa;
-            let start = if endbr { i - 4 } else { i };
-            add_stub(base, start, slot, slots, out);
-        }
+        // CET stubs begin with `endbr64` (`f3 0f 1e fa`) or `endbr32` (`... fb`).
+        let endbr = i >= 4 && data[i - 4..i - 1] == [0xf3, 0x0f, 0x1e] && data[i - 1] >= 0xfa;
+        let start = if endbr { i - 4 } else { i };
+        add_stub(base, start, slot, slots, out);
         i = op + 6;
     }
 }
