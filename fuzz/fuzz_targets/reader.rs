@@ -3,14 +3,16 @@
 //! written again by the frame writer and read back, the records are the same ones (heap block
 //! handles aside, which the writer hands out anew), followed by the writer's End, and the copy
 //! is complete and undamaged. [`Reader::next_item`] reads the same records as
-//! [`Reader::next_record`].
+//! [`Reader::next_record`]. The metadata and the bulk parts ([`Part`]) never panic either;
+//! of an undamaged file, the bulk part reads the bulk records of the whole stream (with or
+//! without the metadata pass's stubs), and the metadata part as many samples.
 //!
 //! An input whose first byte is odd is the content of a frame rather than a file: the rest is
 //! compressed into one valid zstd frame with its checksum, so that mutations reach the record
 //! decoders instead of stopping at a checksum. (A file starts with zstd's magic, whose first
 //! byte, 0x28, is even.)
 #![no_main]
-use crossprof_format::{End, FrameWriter, Reader, Record};
+use crossprof_format::{DecodeOptions, End, FrameWriter, Header, Part, Reader, Record, Stubs};
 use libfuzzer_sys::fuzz_target;
 
 /// The records after the header, or `None` when `data` is not a recording.
@@ -31,7 +33,45 @@ fn read(data: &[u8]) -> Option<(crossprof_format::Header, Vec<Record>)> {
     }
     assert_eq!(n, records.len());
     assert_eq!(items.summary(), &s);
+    let (metadata, stubs) = read_part(data, Part::Metadata, None);
+    let with_stubs = read_part(data, Part::Bulk, Some(stubs)).0;
+    let alone = read_part(data, Part::Bulk, None).0;
+    if s.damage.is_none() {
+        let bulk: Vec<Record> = records.iter().filter(|r| is_bulk(r)).cloned().collect();
+        assert_eq!(with_stubs, bulk);
+        assert_eq!(alone, bulk);
+        let samples = |v: &[Record]| v.iter().filter(|r| is_sample(r)).count();
+        assert_eq!(samples(&metadata), samples(&records));
+    }
     Some((r.header().clone(), records))
+}
+
+/// The records `part` of `data` reads, and the stubs kept (a metadata pass).
+fn read_part(data: &[u8], part: Part, stubs: Option<Stubs>) -> (Vec<Record>, Stubs) {
+    let mut r = Reader::new(data).expect("it opened once");
+    r.set_decode_options(DecodeOptions {
+        part,
+        ..DecodeOptions::default()
+    });
+    match stubs {
+        Some(s) => r.use_stubs(s),
+        None => r.keep_stubs(),
+    }
+    let mut records = Vec::new();
+    while let Some(rec) = r.next_record() {
+        records.push(rec);
+    }
+    let s = r.summary();
+    assert!(s.bytes_read + s.bytes_discarded <= data.len() as u64);
+    (records, r.take_stubs())
+}
+
+fn is_sample(r: &Record) -> bool {
+    matches!(r, Record::Sample(_) | Record::EventSample(_))
+}
+
+fn is_bulk(r: &Record) -> bool {
+    is_sample(r) || matches!(r, Record::StackNode(_) | Record::Alloc(_) | Record::Free(_))
 }
 
 /// Heap events compared without their block handles.
@@ -84,7 +124,14 @@ fuzz_target!(|input: &[u8]| {
     }
     let copy = w.finish(End::default()).expect("writing to memory");
     let mut reader = Reader::new(&copy).expect("the copy is a recording");
-    assert_eq!(reader.header(), &header);
+    // Written in the writer's format version.
+    assert_eq!(
+        reader.header(),
+        &Header {
+            format_version: crossprof_format::FORMAT_VERSION,
+            ..header
+        }
+    );
     let mut again = Vec::new();
     while let Some(r) = reader.next_record() {
         again.push(r);

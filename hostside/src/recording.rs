@@ -12,7 +12,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use crossprof_format::{DecodeOptions, Header, Item, Reader, Record, Summary};
+use crossprof_format::{
+    DecodeOptions, Header, Item, Part, Reader, Record, ResumePoint, Stubs, Summary,
+};
 
 /// Items per chunk handed from the decoding thread to the analysis
 /// ([`Recording::for_each_item_in_background`]).
@@ -38,6 +40,8 @@ pub struct Recording {
 struct Segment {
     data: Data,
     header: Header,
+    /// Where a pass starts, past the header frame [`Recording::open`] decoded.
+    resume: Option<ResumePoint>,
 }
 
 /// The bytes of a recording: mapped from a file, or owned (tests, stdin).
@@ -73,8 +77,13 @@ impl Recording {
             match Reader::new(data.bytes()) {
                 Ok(r) => {
                     own_readable |= file.as_path() == path;
-                    let header = r.header().clone();
-                    segments.push(Segment { data, header });
+                    let (header, resume) = (r.header().clone(), r.resume_point());
+                    drop(r);
+                    segments.push(Segment {
+                        data,
+                        header,
+                        resume,
+                    });
                 }
                 Err(e) => {
                     unreadable_bytes += data.bytes().len() as u64;
@@ -107,10 +116,15 @@ impl Recording {
     /// Reads a recording held in memory; `name` is used in messages.
     pub fn from_bytes(name: &Path, bytes: Vec<u8>) -> Result<Recording> {
         let data = Data::Owned(bytes);
-        let header = Reader::new(data.bytes())
-            .map(|r| r.header().clone())
+        let (header, resume) = Reader::new(data.bytes())
+            .map(|r| (r.header().clone(), r.resume_point()))
             .with_context(|| format!("{}", name.display()))?;
-        Ok(Self::assemble(name, vec![Segment { data, header }], 0))
+        let segment = Segment {
+            data,
+            header,
+            resume,
+        };
+        Ok(Self::assemble(name, vec![segment], 0))
     }
 
     /// The recording of `segments`. Its header is the oldest segment's, whose start is moved
@@ -158,42 +172,67 @@ impl Recording {
         self.for_each_with(DecodeOptions::default(), f)
     }
 
-    /// Like [`Recording::for_each`], without the samples' stack copies and the heap events
-    /// (counted in [`Summary::heap_records`]): for passes that only need who ran and what was
-    /// mapped.
+    /// Like [`Recording::for_each`], without the samples' chains and stack copies and
+    /// without the heap events (counted in [`Summary::heap_records`]): for passes that only
+    /// need who ran, what was mapped and when samples were taken ([`Part::Metadata`]).
     pub fn for_each_metadata(&self, f: impl FnMut(Record)) -> Summary {
-        self.for_each_with(
-            DecodeOptions {
-                sample_stacks: false,
-                heap_events: false,
-            },
-            f,
-        )
+        self.for_each_with(METADATA, f)
     }
 
-    /// Streams every record to `f` as an [`Item`], decoded on this thread; the heap events only
-    /// when `heap_events` (else counted in [`Summary::heap_records`] and skipped).
-    pub fn for_each_item(&self, heap_events: bool, mut f: impl FnMut(Item)) -> Summary {
+    /// [`Recording::for_each_metadata`] that also keeps the samples' stubs, with which a pass
+    /// over the bulk ([`Recording::for_each_bulk`]) need not inflate the records frames
+    /// again: every frame of the file is then inflated once.
+    pub fn for_each_metadata_keeping_stubs(
+        &self,
+        mut f: impl FnMut(Record),
+    ) -> (Summary, KeptStubs) {
+        let mut reader = self.reader(METADATA);
+        reader.keep_stubs = true;
+        while let Some(r) = reader.next_record() {
+            f(r);
+        }
+        (reader.summary, KeptStubs(reader.stubs))
+    }
+
+    /// Streams the bulk records ([`Part::Bulk`]: samples whole, heap events and trace-tree
+    /// nodes) to `f` as [`Item`]s, decoded on this thread; the heap events only when
+    /// `heap_events` (else counted in [`Summary::heap_records`] and skipped).
+    pub fn for_each_bulk(
+        &self,
+        stubs: KeptStubs,
+        heap_events: bool,
+        mut f: impl FnMut(Item),
+    ) -> Summary {
         let mut reader = self.reader(DecodeOptions {
             sample_stacks: true,
             heap_events,
+            part: Part::Bulk,
         });
+        reader.stubs = stubs.0;
         while let Some(item) = reader.next_item() {
             f(item);
         }
         reader.summary
     }
 
-    /// Streams every record to `f` as an [`Item`], decoded on another thread while `f` runs on
-    /// this one: for passes whose own work per record is about what decoding costs (the heap
-    /// analysis). Items arrive in file order, in chunks of [`CHUNK`]; at most [`IN_FLIGHT`]
+    /// Streams the bulk records to `f` as [`Item`]s (as [`Recording::for_each_bulk`] with the
+    /// heap events), decoded on another thread while `f` runs on this one: for passes whose
+    /// own work per record is about what decoding costs (the heap analysis). Items arrive in file order, in chunks of [`CHUNK`]; at most [`IN_FLIGHT`]
     /// chunks are decoded ahead, so memory stays bounded whatever the file's size.
-    pub fn for_each_item_in_background(&self, mut f: impl FnMut(Item)) -> Summary {
+    pub fn for_each_bulk_in_background(
+        &self,
+        stubs: KeptStubs,
+        mut f: impl FnMut(Item),
+    ) -> Summary {
         let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<Item>>(IN_FLIGHT);
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<Item>>();
         std::thread::scope(|scope| {
             let decoder = scope.spawn(move || {
-                let mut reader = self.reader(DecodeOptions::default());
+                let mut reader = self.reader(DecodeOptions {
+                    part: Part::Bulk,
+                    ..DecodeOptions::default()
+                });
+                reader.stubs = stubs.0;
                 loop {
                     let mut chunk = empty_rx
                         .try_recv()
@@ -240,7 +279,27 @@ impl Recording {
                 bytes_discarded: self.unreadable_bytes,
                 ..Summary::default()
             },
+            keep_stubs: false,
+            stubs: Vec::new(),
         }
+    }
+}
+
+const METADATA: DecodeOptions = DecodeOptions {
+    sample_stacks: false,
+    heap_events: false,
+    part: Part::Metadata,
+};
+
+/// The samples' stubs a metadata pass kept, per segment: see
+/// [`Recording::for_each_metadata_keeping_stubs`].
+#[derive(Debug, Default)]
+pub struct KeptStubs(Vec<Stubs>);
+
+impl KeptStubs {
+    /// Bytes kept.
+    pub fn bytes(&self) -> usize {
+        self.0.iter().map(Stubs::bytes).sum()
     }
 }
 
@@ -251,6 +310,10 @@ struct Segments<'a> {
     reader: Option<Reader<'a>>,
     opts: DecodeOptions,
     summary: Summary,
+    /// Keep each segment's stubs into `stubs` (a metadata pass), or else use them (a bulk
+    /// pass), by segment index.
+    keep_stubs: bool,
+    stubs: Vec<Stubs>,
 }
 
 impl<'a> Segments<'a> {
@@ -272,6 +335,7 @@ impl<'a> Segments<'a> {
                 let s = r.summary();
                 let t = &mut self.summary;
                 t.frames += s.frames;
+                t.frames_skipped += s.frames_skipped;
                 t.bytes_read += s.bytes_read;
                 t.bytes_discarded += s.bytes_discarded;
                 t.heap_records += s.heap_records;
@@ -279,14 +343,29 @@ impl<'a> Segments<'a> {
                 if s.damage.is_some() {
                     t.damage = s.damage.clone();
                 }
+                if self.keep_stubs {
+                    let kept = r.take_stubs();
+                    self.stubs.push(kept);
+                }
                 self.reader = None;
             }
             let seg = self.rec.segments.get(self.next)?;
             self.next += 1;
             // open() validated every header; one that no longer reads was changed under us.
-            if let Ok(mut r) = Reader::new(seg.data.bytes()) {
+            let reader = match seg.resume {
+                Some(point) => Some(Reader::resume(seg.data.bytes(), seg.header.clone(), point)),
+                None => Reader::new(seg.data.bytes()).ok(),
+            };
+            if let Some(mut r) = reader {
                 r.set_decode_options(self.opts);
+                if self.keep_stubs {
+                    r.keep_stubs();
+                } else if let Some(stubs) = self.stubs.get_mut(self.next - 1) {
+                    r.use_stubs(std::mem::take(stubs));
+                }
                 self.reader = Some(r);
+            } else if self.keep_stubs {
+                self.stubs.push(Stubs::default());
             }
         }
     }

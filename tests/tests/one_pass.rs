@@ -1,7 +1,9 @@
 //! Issue 26, acceptance 1: one pass over the stacks for every profile. `mutex_split.c`
 //! recorded with CPU samples, off-CPU waits with their wakers, a fault event and heap events;
-//! `hostside --verbose report --json` reads it twice, the metadata pass and one pass that
-//! feeds every profile, each decoding every compressed frame once. Each profile of that shared
+//! `hostside --verbose report --json` reads it in two passes, the metadata pass and one pass
+//! that feeds every profile, and together they decode every compressed frame of the file once:
+//! the metadata pass the records frames, the other the bulk frames of samples and heap events
+//! (the frame pairs of recorder/format/src/pairs.rs). Each profile of that shared
 //! pass is the one a pass made for fewer profiles gives (the text reports ask for one profile
 //! besides the CPU one), and matches what the program measured itself.
 
@@ -72,13 +74,18 @@ fn every_profile_comes_from_one_pass_over_the_stacks() {
         file,
     ];
     let (json, passes) = verbose(&report);
-    let expected = [
-        ("metadata".to_string(), frames),
-        ("samples and heap events".to_string(), frames),
-    ];
+    let names: Vec<&str> = passes.iter().map(|(what, _)| what.as_str()).collect();
+    assert_eq!(names, ["metadata", "samples and heap events"], "two passes");
+    let (records, bulk) = (passes[0].1, passes[1].1);
+    // `info` counts every frame; opening the file decodes the header's.
     assert_eq!(
-        passes, expected,
-        "two passes, every frame decoded once in each"
+        records + bulk + 1,
+        frames,
+        "every frame decoded once, by one pass or the other"
+    );
+    assert!(
+        records >= 10 && bulk >= 10,
+        "{records} records frames, {bulk} bulk frames"
     );
     let r: Value = serde_json::from_str(&json).expect("report json");
     // The same bytes every time (no hash map's order shows through).
@@ -122,7 +129,7 @@ fn every_profile_comes_from_one_pass_over_the_stacks() {
         sysroot,
         file,
     ]);
-    assert_eq!(passes[1], ("samples".to_string(), frames));
+    assert_eq!(passes[1], ("samples".to_string(), bulk));
     assert_eq!(
         number_before(&event_text, " samples;"),
         faults.to_string(),

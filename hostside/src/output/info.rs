@@ -161,7 +161,7 @@ pub fn collect(rec: &Recording) -> Info {
         rec_version: h.rec_version,
         start_unix_ns: h.start_unix_ns,
         complete: summary.complete,
-        frames: summary.frames,
+        frames: summary.frames_read(),
         bytes_read: summary.bytes_read,
         bytes_discarded: summary.bytes_discarded,
         damage: summary.damage.map(|d| d.to_string()),

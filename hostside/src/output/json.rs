@@ -65,7 +65,7 @@ fn base(
             arch: h.arch.clone(),
             command: h.command.clone(),
             complete: ctx.summary.complete,
-            frames: ctx.summary.frames,
+            frames: ctx.summary.frames_read(),
             bytes_discarded: ctx.summary.bytes_discarded,
             duration_ns: ctx.duration_ns,
             lost_samples: ctx.lost_samples,

@@ -65,7 +65,7 @@ pub fn header(out: &mut dyn Write, ctx: &ReportContext, events: &str) -> io::Res
         out,
         "  recording {:.2} s, {events}, {} frames, {state}",
         ctx.duration_ns as f64 / 1e9,
-        ctx.summary.frames
+        ctx.summary.frames_read()
     )?;
     if let Some(w) = ctx.window.describe() {
         writeln!(

@@ -12,13 +12,14 @@ use crossprof_format::{Arch, Record, Summary};
 use crossprof_symbols::Lookup;
 
 use crate::analysis::events::DataMaps;
+use crate::analysis::heap::HeapBuilder;
 use crate::analysis::off_cpu_profile::OffCpuEvents;
 use crate::analysis::thread_timeline::TimelineEvents;
 use crate::filter::{Filter, Tasks};
 use crate::output::context::LostMark;
 use crate::pipeline::{Opened, PassStats};
 use crate::processes::Processes;
-use crate::recording::Recording;
+use crate::recording::{KeptStubs, Recording};
 use crate::resolve::Resolver;
 
 /// Runs the metadata pass over `recording`. The architecture is read from the header first,
@@ -46,14 +47,19 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
     let mut tasks = Tasks::default();
     let mut timeline_events = TimelineEvents::default();
     let mut data_maps = DataMaps::default();
+    let mut heap_metadata = Vec::new();
     let mut off_cpu_events =
         (!recording.header().off_cpu.is_empty()).then(|| OffCpuEvents::new(recording.header(), 0));
+    let mut stubs = KeptStubs::default();
     let processes = Processes::build(&mut |f| {
-        summary = recording.for_each_metadata(|r| {
+        (summary, stubs) = recording.for_each_metadata_keeping_stubs(|r| {
             timeline_events.observe(&r);
             data_maps.observe(&r);
             if let Some(e) = off_cpu_events.as_mut() {
                 e.observe(&r);
+            }
+            if HeapBuilder::reads_metadata(&r) {
+                heap_metadata.push(r.clone());
             }
             match &r {
                 Record::Lost(l) => {
@@ -123,6 +129,8 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
         timeline_events,
         data_maps,
         off_cpu_events,
+        heap_metadata,
+        stubs,
         passes,
     })
 }

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use crossprof_format::{Arch, Summary};
+use crossprof_format::{Arch, Record, Summary};
 use crossprof_symbols::Lookup;
 
 use crate::analysis::cpu::CpuProfile;
@@ -38,7 +38,7 @@ use crate::diagnostics::{self, Sources};
 use crate::filter::{Filter, Window};
 use crate::output::context::{LostMark, ModuleRow, ReportContext};
 use crate::processes::{Mappings, Processes};
-use crate::recording::Recording;
+use crate::recording::{KeptStubs, Recording};
 use crate::resolve::Resolver;
 
 /// One pass over the file: what it was for, how many compressed frames it decoded and how
@@ -92,6 +92,11 @@ pub struct Opened {
     /// The switches, sample times and wakeups the off-CPU analysis needs, kept by the
     /// metadata pass when the header says switches were recorded (`rec --off-cpu`).
     pub off_cpu_events: Option<OffCpuEvents>,
+    /// The records of the metadata the heap analysis reads (see
+    /// [`crate::analysis::heap::HeapBuilder::reads_metadata`]), in file order.
+    pub heap_metadata: Vec<Record>,
+    /// The samples' stubs, kept by the metadata pass for the pass over the stacks.
+    pub stubs: KeptStubs,
     /// The passes over the file so far.
     pub passes: Vec<PassStats>,
 }
@@ -169,7 +174,8 @@ impl Opened {
             });
             OffCpuBuilder::new(events, header, self.duration_ns, &self.window)
         });
-        let profiles = pass::run(&self, off_cpu, event, wants.heap);
+        let stubs = std::mem::take(&mut self.stubs);
+        let profiles = pass::run(&self, stubs, off_cpu, event, wants.heap);
         self.passes.extend(profiles.pass);
         Ok(Loaded {
             opened: self,

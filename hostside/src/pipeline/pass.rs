@@ -14,6 +14,7 @@ use crate::analysis::events::{EventBuilder, EventProfile};
 use crate::analysis::heap::{HeapBuilder, HeapOptions, HeapProfile};
 use crate::analysis::off_cpu_profile::{OffCpuBuilder, OffCpuProfile};
 use crate::pipeline::{Opened, PassStats};
+use crate::recording::KeptStubs;
 use crate::unwinding::StackUnwinder;
 
 /// What one pass made.
@@ -102,6 +103,7 @@ impl Consumers<'_> {
 /// always the CPU profile. Debug info loads on another core meanwhile.
 pub fn run(
     o: &Opened,
+    stubs: KeptStubs,
     off_cpu: Option<OffCpuBuilder>,
     event: Option<EventBuilder>,
     heap: Option<HeapOptions>,
@@ -120,7 +122,11 @@ pub fn run(
                 window: o.window,
                 ..opts
             };
-            HeapBuilder::new(processes, resolver, header.start_clock_ns, opts)
+            let mut h = HeapBuilder::new(processes, resolver, header.start_clock_ns, opts);
+            for r in &o.heap_metadata {
+                h.item(Item::Other(Box::new(r.clone())));
+            }
+            h
         }),
     };
     let stacks = o.has_samples || c.off_cpu.is_some() || c.event.is_some();
@@ -134,9 +140,12 @@ pub fn run(
         }
         if with_heap {
             // Heap events are many and cheap to count: decoding them is half the work.
-            Some(o.recording.for_each_item_in_background(|i| c.item(i)))
+            Some(
+                o.recording
+                    .for_each_bulk_in_background(stubs, |i| c.item(i)),
+            )
         } else if stacks {
-            Some(o.recording.for_each_item(false, |i| c.item(i)))
+            Some(o.recording.for_each_bulk(stubs, false, |i| c.item(i)))
         } else {
             None
         }

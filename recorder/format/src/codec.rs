@@ -85,6 +85,11 @@ impl<'a> Enc<'a> {
         self.buf.push(v as u8);
     }
 
+    /// Bytes encoded elsewhere, as they are.
+    pub fn raw(&mut self, v: &[u8]) {
+        self.buf.extend_from_slice(v);
+    }
+
     /// Length-prefixed raw bytes.
     pub fn bytes(&mut self, v: &[u8]) {
         self.u64(v.len() as u64);

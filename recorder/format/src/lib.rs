@@ -2,7 +2,8 @@
 //! `hostside` (the reader, on the developer's machine) can never drift apart.
 //!
 //! A recording is a sequence of independent zstd frames with content checksums. The first frame
-//! starts with a [`Header`]; every frame holds a batch of [`Record`]s. The writer
+//! starts with a [`Header`]; every frame holds a batch of [`Record`]s, the bulky ones (samples'
+//! stacks, heap events) in a frame of their own beside the rest (`pairs`). The writer
 //! ([`FrameWriter`]) closes and `fdatasync`s a frame at a fixed interval and never rewrites
 //! anything, so any prefix of the file is readable; the reader ([`Reader`]) decodes whole frames
 //! and stops at the first torn or corrupt one, reporting how many bytes it discarded.
@@ -27,6 +28,7 @@ pub mod codec;
 mod heap_batch;
 mod heap_stream;
 mod live_map;
+mod pairs;
 pub mod perf_regs;
 mod reader;
 mod record;
@@ -36,8 +38,9 @@ mod writer;
 
 pub use arch::Arch;
 pub use heap_stream::{HeapEvent, UNKNOWN_BLOCK};
+pub use pairs::{Stubs, BULK_MAGIC, PAIRS_VERSION};
 pub use perf_regs::PerfRegs;
-pub use reader::{Damage, OpenError, Reader, Summary};
+pub use reader::{Damage, OpenError, Reader, ResumePoint, Summary};
 pub use record::*;
 pub use segment_names::{numbered_segments, segment_path};
 pub use writer::{
@@ -46,5 +49,6 @@ pub use writer::{
 
 /// The format version this crate writes and the newest it reads. Version 2 added batched heap
 /// events (a reader of version 1 would skip them silently, so it must refuse such files);
-/// version 3 writes heap events as per-process codes without addresses (`heap_stream`).
-pub const FORMAT_VERSION: u32 = 3;
+/// version 3 writes heap events as per-process codes without addresses (`heap_stream`);
+/// version 4 writes each frame as a pair, metadata and bulk apart (`pairs`).
+pub const FORMAT_VERSION: u32 = 4;

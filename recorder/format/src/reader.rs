@@ -6,7 +6,8 @@
 
 use crate::codec::{Dec, DecodeError};
 use crate::heap_stream::HeapDecoder;
-use crate::record::{DecodeOptions, Header, Item, Record};
+use crate::pairs::{self, Stubs};
+use crate::record::{DecodeOptions, Header, Item, Part, Record};
 use crate::writer::MAX_FRAME_CONTENT;
 
 /// Why reading stopped before the end of the data.
@@ -35,6 +36,10 @@ impl std::fmt::Display for Damage {
 pub struct Summary {
     /// Frames decoded in full.
     pub frames: u64,
+    /// Frames stepped over without decoding: those of the other part of a file of frame pairs
+    /// (see [`crate::Part`]), and those before a [`Reader::resume`]. With [`Summary::frames`],
+    /// the frames of the file read.
+    pub frames_skipped: u64,
     /// Bytes of the input that belong to decoded frames.
     pub bytes_read: u64,
     /// Bytes at the end that were discarded (torn or corrupt).
@@ -46,6 +51,13 @@ pub struct Summary {
     /// Records holding a run of heap events, expanded or (see [`DecodeOptions::heap_events`])
     /// skipped.
     pub heap_records: u64,
+}
+
+impl Summary {
+    /// Frames of the file read, decoded or stepped over: what `hostside info` counts.
+    pub fn frames_read(&self) -> u64 {
+        self.frames + self.frames_skipped
+    }
 }
 
 /// Why a file cannot be read at all.
@@ -71,6 +83,16 @@ impl std::fmt::Display for OpenError {
 }
 
 impl std::error::Error for OpenError {}
+
+/// A place in a recording where a reader can start ([`Reader::resume`]): a frame boundary with
+/// nothing of the frames before it left to hand out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResumePoint {
+    /// Byte offset of the next frame.
+    pub at: usize,
+    /// Frames before it.
+    pub frames: u64,
+}
 
 /// Where the heap record being expanded stands in the current frame.
 #[derive(Clone, Copy)]
@@ -99,6 +121,14 @@ pub struct Reader<'a> {
     summary: Summary,
     stopped: bool,
     header: Header,
+    /// The file is written in frame pairs (see `pairs`).
+    pairs: bool,
+    /// A pair's two frames, inflated, before [`pairs::merge`] makes them one.
+    records: Vec<u8>,
+    bulk: Vec<u8>,
+    /// Stubs kept ([`Reader::keep_stubs`]) or to be used ([`Reader::use_stubs`]).
+    stubs: Stubs,
+    keeping: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -118,12 +148,18 @@ impl<'a> Reader<'a> {
             summary: Summary::default(),
             stopped: false,
             header: Header::default(),
+            pairs: false,
+            records: Vec::new(),
+            bulk: Vec::new(),
+            stubs: Stubs::default(),
+            keeping: false,
         };
         match r.next_record() {
             Some(Record::Header(h)) => {
                 if h.format_version > crate::FORMAT_VERSION || h.format_version == 0 {
                     return Err(OpenError::UnsupportedVersion(h.format_version));
                 }
+                r.pairs = h.format_version >= pairs::PAIRS_VERSION;
                 r.header = h;
                 Ok(r)
             }
@@ -135,6 +171,67 @@ impl<'a> Reader<'a> {
                 None => "empty file".into(),
             })),
         }
+    }
+
+    /// Where a reader of the same data can start instead of this one's next record (see
+    /// [`Reader::resume`]): `None` unless every record decoded so far was handed out.
+    pub fn resume_point(&self) -> Option<ResumePoint> {
+        let idle = self.frame_pos >= self.frame.len()
+            && self.pending.is_empty()
+            && self.heap_events.is_none()
+            && !self.stopped;
+        idle.then_some(ResumePoint {
+            at: self.pos,
+            frames: self.summary.frames + self.summary.frames_skipped,
+        })
+    }
+
+    /// A reader of `data` from `point` (what [`Reader::resume_point`] of a reader of the
+    /// same data gave after its header), whose header is `header`: a pass over a file already
+    /// opened need not decode its header frame again. The frames before count as skipped.
+    pub fn resume(data: &'a [u8], header: Header, point: ResumePoint) -> Self {
+        let at = point.at.min(data.len());
+        Reader {
+            data,
+            pos: at,
+            frame: Vec::new(),
+            frame_pos: 0,
+            dctx: None,
+            opts: DecodeOptions::default(),
+            pending: std::collections::VecDeque::new(),
+            heap_events: None,
+            heap: HeapDecoder::default(),
+            summary: Summary {
+                frames_skipped: point.frames,
+                bytes_read: at as u64,
+                ..Summary::default()
+            },
+            stopped: false,
+            pairs: header.format_version >= pairs::PAIRS_VERSION,
+            header,
+            records: Vec::new(),
+            bulk: Vec::new(),
+            stubs: Stubs::default(),
+            keeping: false,
+        }
+    }
+
+    /// Keeps the stubs of the records frames this reader inflates from here on, for a reader
+    /// of the bulk of the same data ([`Reader::take_stubs`], [`Reader::use_stubs`]).
+    pub fn keep_stubs(&mut self) {
+        self.keeping = true;
+    }
+
+    /// The stubs kept so far.
+    pub fn take_stubs(&mut self) -> Stubs {
+        std::mem::take(&mut self.stubs)
+    }
+
+    /// Completes the samples of the bulk frames with `stubs`, kept by a reader of the same
+    /// data's metadata, instead of inflating the records frames again; a records frame whose
+    /// stubs are not there is inflated.
+    pub fn use_stubs(&mut self, stubs: Stubs) {
+        self.stubs = stubs;
     }
 
     /// Chooses what the following records are decoded with.
@@ -210,13 +307,24 @@ impl<'a> Reader<'a> {
     }
 
     /// The next record of the current frame; `None` when it was a heap record, whose records
-    /// are now in `pending` (version 2) or behind `heap_events`.
+    /// are now in `pending` (version 2) or behind `heap_events`, or one the pass skips.
     fn decode_in_frame(&mut self) -> Result<Option<Record>, DecodeError> {
         let rest = &self.frame[self.frame_pos..];
         let tag = rest[0];
         let mut d = Dec::new(&rest[1..]);
         let payload = d.bytes()?;
         let used = 1 + (rest.len() - 1 - d.remaining());
+        if tag == crate::record::tag::BULK_RUN {
+            // Only a records frame read on its own holds runs (`next_frame` merges pairs).
+            self.summary.heap_records += pairs::Run::decode(payload)?.heap;
+            self.frame_pos += used;
+            return Ok(None);
+        }
+        // The bulk of an older file, whose frames hold every record: skip the rest.
+        if self.opts.part == Part::Bulk && !pairs::is_bulk(tag) {
+            self.frame_pos += used;
+            return Ok(None);
+        }
         if tag == crate::record::tag::HEAP_EVENTS {
             self.summary.heap_records += 1;
             let mut p = Dec::new(payload);
@@ -257,18 +365,118 @@ impl<'a> Reader<'a> {
         self.frame_pos = 0;
     }
 
+    /// Inflates the next frame (or pair) of the part read into `frame`; false at the end of
+    /// the data or the first damage.
     fn next_frame(&mut self) -> bool {
         self.frame.clear();
         self.frame_pos = 0;
-        if self.stopped || self.pos >= self.data.len() {
-            return false;
+        loop {
+            if self.stopped || self.pos >= self.data.len() {
+                return false;
+            }
+            // A pair's bulk frame comes first: its records frame, after it, completes it.
+            let bulk_len = match pairs::bulk_after(&self.data[self.pos..]) {
+                Ok(len) => len,
+                Err(pairs::TornBulk) => {
+                    self.stop(Damage::Torn);
+                    return false;
+                }
+            };
+            if bulk_len.is_some() && !self.pairs {
+                self.stop(Damage::CorruptFrame("bulk frame in an older format".into()));
+                return false;
+            }
+            let records_at = self.pos + bulk_len.unwrap_or(0);
+            let Some(size) = self.frame_size(records_at) else {
+                return false;
+            };
+            let end = records_at + size;
+            let bulk = bulk_len.map(|_| (self.pos + pairs::SKIPPABLE_HEADER)..records_at);
+            let (before, in_pair) = (self.summary.frames, 1 + u64::from(bulk.is_some()));
+            let read = match (self.pairs, self.opts.part, bulk) {
+                // The metadata of a pair is its records frame; the bulk is its bulk frame,
+                // which needs the records frame's stubs.
+                (true, Part::Bulk, None) => None,
+                (true, Part::Bulk | Part::All, Some(bulk)) => {
+                    Some(self.inflate_pair(records_at..end, bulk))
+                }
+                (_, _, bulk) => {
+                    let ok = self.inflate_into_frame(records_at..end);
+                    if ok && self.keeping && bulk.is_some() {
+                        self.stubs.keep(records_at, &self.frame);
+                    }
+                    Some(ok)
+                }
+            };
+            if read == Some(false) {
+                return false;
+            }
+            self.summary.frames_skipped += in_pair - (self.summary.frames - before);
+            self.pos = end;
+            self.summary.bytes_read = self.pos as u64;
+            if read.is_some() {
+                return true;
+            }
         }
-        let rest = &self.data[self.pos..];
-        let size = match zstd::zstd_safe::find_frame_compressed_size(rest) {
-            Ok(n) if n <= rest.len() => n,
+    }
+
+    /// Inflates the zstd frame at `range` into `frame`; false (and the reader stopped) when
+    /// it fails.
+    fn inflate_into_frame(&mut self, range: std::ops::Range<usize>) -> bool {
+        let out = std::mem::take(&mut self.frame);
+        match self.inflate(range, out) {
+            Some(frame) => {
+                self.frame = frame;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Inflates a pair's records and bulk frames and merges them into `frame`, the stream
+    /// as written; false (and the reader stopped) when either fails or they disagree.
+    fn inflate_pair(
+        &mut self,
+        records: std::ops::Range<usize>,
+        bulk: std::ops::Range<usize>,
+    ) -> bool {
+        let r = match self.stubs.take(records.start) {
+            Some(stubs) => stubs,
+            None => {
+                let spare = std::mem::take(&mut self.records);
+                let Some(r) = self.inflate(records, spare) else {
+                    return false;
+                };
+                r
+            }
+        };
+        let spare = std::mem::take(&mut self.bulk);
+        let Some(b) = self.inflate(bulk, spare) else {
+            self.records = r;
+            return false;
+        };
+        let mut merged = std::mem::take(&mut self.frame);
+        merged.clear();
+        let merging = pairs::merge(&r, &b, &mut merged);
+        (self.records, self.bulk, self.frame) = (r, b, merged);
+        match merging {
+            Ok(()) => true,
+            Err(e) => {
+                self.stop(Damage::BadRecord(e));
+                false
+            }
+        }
+    }
+
+    /// The size of the zstd frame at `at` of the data; `None` (and the reader stopped) when
+    /// it is torn or not a frame.
+    fn frame_size(&mut self, at: usize) -> Option<usize> {
+        let rest = &self.data[at..];
+        match zstd::zstd_safe::find_frame_compressed_size(rest) {
+            Ok(n) if n <= rest.len() => Some(n),
             Ok(_) => {
                 self.stop(Damage::Torn);
-                return false;
+                None
             }
             Err(code) => {
                 // A short remainder that cannot even hold a frame header, or a frame whose blocks
@@ -282,19 +490,24 @@ impl<'a> Reader<'a> {
                 } else {
                     self.stop(Damage::CorruptFrame(name.to_string()));
                 }
-                return false;
+                None
             }
-        };
-        let frame = &rest[..size];
+        }
+    }
+
+    /// Inflates the zstd frame at `range` of the data into `out` (cleared first), checking
+    /// its claimed size and checksum; `None` (and the reader stopped) when it fails.
+    fn inflate(&mut self, range: std::ops::Range<usize>, mut out: Vec<u8>) -> Option<Vec<u8>> {
+        let frame = &self.data[range];
         let capacity = match zstd::zstd_safe::get_frame_content_size(frame) {
             Ok(Some(n)) if n <= MAX_FRAME_CONTENT => n as usize,
             Ok(Some(n)) => {
                 self.stop(Damage::CorruptFrame(format!("frame claims {n} bytes")));
-                return false;
+                return None;
             }
             _ => {
                 self.stop(Damage::CorruptFrame("frame has no content size".into()));
-                return false;
+                return None;
             }
         };
         if self.dctx.is_none() {
@@ -302,22 +515,18 @@ impl<'a> Reader<'a> {
         }
         let Some(dctx) = self.dctx.as_mut() else {
             self.stop(Damage::CorruptFrame("cannot create a zstd context".into()));
-            return false;
+            return None;
         };
-        let mut out = std::mem::take(&mut self.frame);
         out.clear();
         out.reserve(capacity);
         match dctx.decompress_to_buffer(frame, &mut out) {
             Ok(_) => {
-                self.frame = out;
-                self.pos += size;
                 self.summary.frames += 1;
-                self.summary.bytes_read = self.pos as u64;
-                true
+                Some(out)
             }
             Err(e) => {
                 self.stop(Damage::CorruptFrame(e.to_string()));
-                false
+                None
             }
         }
     }

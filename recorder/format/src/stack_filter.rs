@@ -90,8 +90,8 @@ impl StackFilter {
         self.code.splice(first..last, [(start, end)]);
     }
 
-    /// Takes note of `sample`, just encoded so that its record ends at `end` in `buf`, whose
-    /// stack copy is to be filtered when the frame closes.
+    /// Takes note of `sample`, whose stack copy was just encoded to end at `end` in `buf`, to
+    /// be filtered when the frame closes.
     pub(crate) fn sample(&mut self, s: &Sample, buf: &[u8], end: usize) {
         if s.stack.is_empty() {
             return;
@@ -99,13 +99,7 @@ impl StackFilter {
         let Some(sp) = PerfRegs::get(s.regs_mask, &s.regs, self.sp_reg) else {
             return;
         };
-        // The stack copy is the record's last field but for the optional data address.
-        let tail = if s.addr == 0 {
-            0
-        } else {
-            (64 - s.addr.leading_zeros()).div_ceil(7).max(1) as usize
-        };
-        let Some(start) = end.checked_sub(tail + s.stack.len()) else {
+        let Some(start) = end.checked_sub(s.stack.len()) else {
             return;
         };
         if buf.get(start..start + s.stack.len()) == Some(&s.stack[..]) {

@@ -8,6 +8,7 @@
 use std::io;
 
 use crate::heap_stream::{HeapEncoder, HeapEvent};
+use crate::pairs::{self, Run};
 use crate::record::{End, Header, Record};
 use crate::stack_filter::StackFilter;
 
@@ -18,16 +19,16 @@ pub trait Sink {
     /// Makes everything written so far durable.
     fn sync(&mut self) -> io::Result<()>;
     /// Whether this sink compresses frames itself (with a [`FrameCompressor`], typically on
-    /// another thread): the writer then hands it each frame's records uncompressed through
-    /// [`Sink::write_records`] instead of calling [`Sink::write_all`].
+    /// another thread): the writer then hands it each frame pair's records uncompressed
+    /// through [`Sink::write_records`] instead of calling [`Sink::write_all`].
     fn takes_records(&self) -> bool {
         false
     }
-    /// Takes one frame's encoded records (a sink that [`Sink::takes_records`]); leaves
-    /// `records` empty, perhaps swapped for a spare buffer. The file must get exactly what
-    /// [`FrameCompressor::compress`] makes of them.
-    fn write_records(&mut self, records: &mut Vec<u8>) -> io::Result<()> {
-        let _ = records;
+    /// Takes one frame pair's encoded records and bulk records (a sink that
+    /// [`Sink::takes_records`]); leaves both empty, perhaps swapped for spare buffers. The
+    /// file must get exactly what [`FrameCompressor::compress_pair`] makes of them.
+    fn write_records(&mut self, records: &mut Vec<u8>, bulk: &mut Vec<u8>) -> io::Result<()> {
+        let _ = (records, bulk);
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "this sink takes compressed frames",
@@ -97,44 +98,81 @@ impl FrameCompressor {
         self.zstd.compress_to_buffer(records, out)?;
         Ok(())
     }
+
+    /// Compresses one frame pair (see `pairs`) into `out` (cleared first): unless `bulk` is
+    /// empty, the bulk frame in its skippable wrapper, then the records frame. Written with
+    /// one `write`, the pair reaches the disk together or is torn as one.
+    pub fn compress_pair(
+        &mut self,
+        records: &[u8],
+        bulk: &[u8],
+        level: i32,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        out.clear();
+        if !bulk.is_empty() {
+            self.compress(bulk, level, scratch)?;
+            pairs::skippable_header(scratch.len(), out)?;
+            out.extend_from_slice(scratch);
+        }
+        self.compress(records, level, scratch)?;
+        out.extend_from_slice(scratch);
+        Ok(())
+    }
 }
 
 /// Readers refuse frames that claim more than this, so a corrupt size cannot exhaust memory.
 pub const MAX_FRAME_CONTENT: u64 = 64 << 20;
 
-/// Batches records into frames. Costs two buffers of up to [`SOFT_FRAME_LIMIT`] (plus the largest
-/// single record) and a zstd context; allocation happens only on this (non-signal) path.
+/// Batches records into frame pairs (see `pairs`). Costs buffers of up to
+/// [`SOFT_FRAME_LIMIT`] in all (plus the largest single record), their compressed copies and a
+/// zstd context; allocation happens only on this (non-signal) path.
 pub struct FrameWriter<S: Sink> {
     sink: S,
+    /// The records frame being filled.
     buf: Vec<u8>,
+    /// The bulk frame being filled.
+    bulk: Vec<u8>,
+    /// The bulk records without stubs since the last record of `buf`.
+    run: Run,
     /// Consecutive heap events of one process, written as one record (see `heap_stream`):
     /// any other record, or a flush, writes it first, so file order is event order.
     heap: HeapEncoder,
     compressor: FrameCompressor,
     /// Drops the stack-copy words no unwinder follows when a frame closes.
     stacks: Option<StackFilter>,
-    /// The compressed frame, reused.
+    /// The compressed frame pair, reused.
     out: Vec<u8>,
+    /// The compressed bulk frame, reused.
+    scratch: Vec<u8>,
     frames: u64,
     bytes_written: u64,
 }
 
 impl<S: Sink> FrameWriter<S> {
     /// Writes and syncs the header as the file's first frame, so even a recording cut off at
-    /// once says what it is.
+    /// once says what it is. The file is written in this crate's [`crate::FORMAT_VERSION`],
+    /// whatever `header` says.
     pub fn new(sink: S, header: &Header) -> io::Result<Self> {
         let compressor = FrameCompressor::new()?;
         let mut w = FrameWriter {
             sink,
             buf: Vec::with_capacity(64 << 10),
+            bulk: Vec::with_capacity(64 << 10),
+            run: Run::default(),
             heap: HeapEncoder::default(),
             compressor,
             stacks: StackFilter::new(header),
             out: Vec::new(),
+            scratch: Vec::new(),
             frames: 0,
             bytes_written: 0,
         };
-        w.push(&Record::Header(header.clone()))?;
+        w.push(&Record::Header(Header {
+            format_version: crate::FORMAT_VERSION,
+            ..header.clone()
+        }))?;
         w.flush()?;
         Ok(w)
     }
@@ -152,14 +190,27 @@ impl<S: Sink> FrameWriter<S> {
             _ => {}
         }
         self.write_batch();
-        record.encode(&mut self.buf);
-        if let Some(filter) = &mut self.stacks {
-            let end = self.buf.len();
-            match record {
-                Record::Mmap(m) => filter.mapping(m),
-                Record::Sample(s) => filter.sample(s, &self.buf, end),
-                Record::EventSample(e) => filter.sample(&e.sample, &self.buf, end),
-                _ => {}
+        if let Some(stub) = pairs::stub(record) {
+            self.run.close(&mut self.buf);
+            stub.encode(&mut self.buf);
+            pairs::encode_bulk(record, &mut self.bulk);
+            // The stack copy ends the bulk record.
+            if let Some(filter) = &mut self.stacks {
+                let end = self.bulk.len();
+                match record {
+                    Record::Sample(s) => filter.sample(s, &self.bulk, end),
+                    Record::EventSample(e) => filter.sample(&e.sample, &self.bulk, end),
+                    _ => {}
+                }
+            }
+        } else if let Record::StackNode(_) = record {
+            record.encode(&mut self.bulk);
+            self.run.records += 1;
+        } else {
+            self.run.close(&mut self.buf);
+            record.encode(&mut self.buf);
+            if let (Some(filter), Record::Mmap(m)) = (&mut self.stacks, record) {
+                filter.mapping(m);
             }
         }
         self.check_size()
@@ -226,46 +277,57 @@ impl<S: Sink> FrameWriter<S> {
     }
 
     fn check_size(&mut self) -> io::Result<()> {
-        if self.buf.len() >= SOFT_FRAME_LIMIT {
+        if self.buffered() >= SOFT_FRAME_LIMIT {
             self.flush()?;
         }
         Ok(())
     }
 
-    /// Moves the pending heap events, if any, into the frame buffer as one record.
+    /// Moves the pending heap events, if any, into the bulk frame as one record.
     fn write_batch(&mut self) {
-        self.heap.append_record(&mut self.buf);
+        if self.heap.append_record(&mut self.bulk) {
+            self.run.records += 1;
+            self.run.heap += 1;
+        }
     }
 
-    /// Uncompressed bytes waiting for the next frame.
+    /// Uncompressed bytes waiting for the next frame pair.
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.buf.len() + self.bulk.len()
     }
 
-    /// Closes the current frame: filter its stack copies (see `stack_filter`), compress,
-    /// write, `fdatasync`. A no-op when nothing is buffered.
+    /// Closes the current frame pair: filter its stack copies (see `stack_filter`),
+    /// compress, write, `fdatasync`. A no-op when nothing is buffered.
     pub fn flush(&mut self) -> io::Result<()> {
         self.write_batch();
+        self.run.close(&mut self.buf);
+        // Every bulk record left a stub or a run in `buf`.
         if self.buf.is_empty() {
             return Ok(());
         }
         if let Some(filter) = &mut self.stacks {
-            filter.apply(&mut self.buf);
+            filter.apply(&mut self.bulk);
         }
+        let frames = if self.bulk.is_empty() { 1 } else { 2 };
         if self.sink.takes_records() {
             // Counted as the records' size: the sink compresses them later.
-            self.bytes_written += self.buf.len() as u64;
-            self.sink.write_records(&mut self.buf)?;
-            self.buf.clear();
+            self.bytes_written += self.buffered() as u64;
+            self.sink.write_records(&mut self.buf, &mut self.bulk)?;
         } else {
-            self.compressor
-                .compress(&self.buf, ZSTD_LEVEL, &mut self.out)?;
-            self.buf.clear();
+            self.compressor.compress_pair(
+                &self.buf,
+                &self.bulk,
+                ZSTD_LEVEL,
+                &mut self.out,
+                &mut self.scratch,
+            )?;
             self.sink.write_all(&self.out)?;
             self.bytes_written += self.out.len() as u64;
         }
+        self.buf.clear();
+        self.bulk.clear();
         self.sink.sync()?;
-        self.frames += 1;
+        self.frames += frames;
         Ok(())
     }
 
@@ -281,7 +343,7 @@ impl<S: Sink> FrameWriter<S> {
         &mut self.sink
     }
 
-    /// Frames written so far.
+    /// Frames written so far (a pair's bulk frame counts as one).
     pub fn frames(&self) -> u64 {
         self.frames
     }

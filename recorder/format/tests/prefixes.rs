@@ -57,7 +57,7 @@ fn whole_file_is_complete() {
     assert_eq!(n, 500);
     assert!(s.complete);
     assert_eq!(s.bytes_discarded, 0);
-    assert_eq!(s.frames, 7); // header + 5 + end
+    assert_eq!(s.frames, 12); // header, 5 pairs of frames, end
 }
 
 #[test]

@@ -33,12 +33,12 @@ pub const MAX_QUEUED: usize = 2 * SOFT_FRAME_LIMIT;
 /// zstd level of frames that are mostly blocking stacks.
 pub const FAST_LEVEL: i32 = 1;
 /// Spare buffers kept for reuse.
-const SPARE: usize = 2;
+const SPARE: usize = 4;
 
 #[derive(Default)]
 struct State {
-    /// Records of whole frames, with the level to compress them at.
-    frames: VecDeque<(Vec<u8>, i32)>,
+    /// Records and bulk records of whole frame pairs, with the level to compress them at.
+    frames: VecDeque<(Vec<u8>, Vec<u8>, i32)>,
     queued: usize,
     /// A sync was asked for after the last frame queued.
     sync_after_queued: bool,
@@ -162,7 +162,7 @@ fn write_loop(
     sink: &mut impl Sink,
     compressor: &mut FrameCompressor,
 ) -> io::Result<()> {
-    let mut out = Vec::new();
+    let (mut out, mut scratch) = (Vec::new(), Vec::new());
     loop {
         let mut g = shared.lock();
         while g.frames.is_empty() && !g.sync_after_queued && !g.closed && g.error.is_none() {
@@ -175,13 +175,15 @@ fn write_loop(
         let sync = std::mem::take(&mut g.sync_after_queued);
         let closed = g.closed;
         drop(g);
-        for (records, level) in frames {
-            compressor.compress(&records, level, &mut out)?;
+        for (records, bulk, level) in frames {
+            compressor.compress_pair(&records, &bulk, level, &mut out, &mut scratch)?;
             sink.write_all(&out)?;
             let mut g = shared.lock();
-            g.queued -= records.len();
-            if g.spare.len() < SPARE {
-                g.spare.push(records);
+            g.queued -= records.len() + bulk.len();
+            for buffer in [records, bulk] {
+                if g.spare.len() < SPARE {
+                    g.spare.push(buffer);
+                }
             }
             drop(g);
             shared.changed.notify_all();
@@ -254,27 +256,31 @@ impl Sink for DiskThread {
         true
     }
 
-    /// Queues the frame's records (swapping in a spare buffer), waiting while
+    /// Queues the frame pair's records (swapping in spare buffers), waiting while
     /// [`MAX_QUEUED`] bytes are queued already.
-    fn write_records(&mut self, records: &mut Vec<u8>) -> io::Result<()> {
-        let level = if self.blocking * 2 >= records.len() {
+    fn write_records(&mut self, records: &mut Vec<u8>, bulk: &mut Vec<u8>) -> io::Result<()> {
+        let len = records.len() + bulk.len();
+        let level = if self.blocking * 2 >= len {
             FAST_LEVEL
         } else {
             ZSTD_LEVEL
         };
         self.blocking = 0;
         let mut g = self.shared.lock();
-        while g.error.is_none() && !g.frames.is_empty() && g.queued + records.len() > MAX_QUEUED {
+        while g.error.is_none() && !g.frames.is_empty() && g.queued + len > MAX_QUEUED {
             g = self.shared.wait(g);
         }
         if let Some(e) = failed(&g) {
             return Err(e);
         }
-        let mut spare = g.spare.pop().unwrap_or_default();
-        spare.clear();
-        let frame = std::mem::replace(records, spare);
-        g.queued += frame.len();
-        g.frames.push_back((frame, level));
+        let mut swap = |buffer: &mut Vec<u8>| {
+            let mut spare = g.spare.pop().unwrap_or_default();
+            spare.clear();
+            std::mem::replace(buffer, spare)
+        };
+        let (records, bulk) = (swap(records), swap(bulk));
+        g.queued += len;
+        g.frames.push_back((records, bulk, level));
         drop(g);
         self.shared.changed.notify_all();
         Ok(())
@@ -336,10 +342,10 @@ impl Sink for Disk {
         matches!(self, Disk::Thread(_))
     }
 
-    fn write_records(&mut self, records: &mut Vec<u8>) -> io::Result<()> {
+    fn write_records(&mut self, records: &mut Vec<u8>, bulk: &mut Vec<u8>) -> io::Result<()> {
         match self {
-            Disk::Inline(f) => f.write_records(records),
-            Disk::Thread(d) => d.write_records(records),
+            Disk::Inline(f) => f.write_records(records, bulk),
+            Disk::Thread(d) => d.write_records(records, bulk),
         }
     }
 }
@@ -471,7 +477,7 @@ mod tests {
         let mut first_error = None;
         // Frames are queued: the error comes with a call after the thread met it.
         for _ in 0..10_000 {
-            if let Err(e) = d.write_records(&mut vec![1, 2, 3]) {
+            if let Err(e) = d.write_records(&mut vec![1, 2, 3], &mut vec![4]) {
                 first_error = Some(e);
                 break;
             }

@@ -48,7 +48,7 @@ pub use profile::{
     Metric, SiteRow, TraceRow,
 };
 
-use crossprof_format::Item;
+use crossprof_format::{Item, Record};
 
 use crate::analysis::heap::stream::State;
 use crate::filter::Window;
@@ -156,6 +156,15 @@ impl<'a> HeapBuilder<'a> {
     /// Counts one heap event or record.
     pub fn item(&mut self, item: Item) {
         self.0.item(item)
+    }
+
+    /// Whether the analysis reads `r`, a record of the recording's metadata (a process's
+    /// RSS, its end, heap events lost, the recording's end). The pass over the bulk records
+    /// does not see these: the metadata pass keeps them, and they are handed to
+    /// [`HeapBuilder::item`] before the heap events. They count the same there as among the
+    /// events: each is placed by its own time, and in their own order.
+    pub fn reads_metadata(r: &Record) -> bool {
+        State::reads_metadata(r)
     }
 
     /// The profile, once the pass is over.

@@ -174,6 +174,16 @@ impl State<'_> {
         self.free(space, f.addr, f.time);
     }
 
+    /// Whether [`State::record`] reads `r` though it is no heap event or trace-tree node.
+    pub(super) fn reads_metadata(r: &Record) -> bool {
+        match r {
+            Record::Rss(_) | Record::End(_) => true,
+            Record::Exit(t) => t.pid == t.tid,
+            Record::Lost(l) => l.kind == "heap",
+            _ => false,
+        }
+    }
+
     /// Counts one record of the stream.
     pub(super) fn record(&mut self, r: Record) {
         match r {

@@ -87,6 +87,7 @@ mod tests {
         let opts = crate::DecodeOptions {
             sample_stacks: false,
             heap_events: false,
+            part: crate::Part::Metadata,
         };
         let Record::Sample(m) = Record::decode_with(tag::SAMPLE, payload, opts).unwrap() else {
             panic!("not a sample")

@@ -36,6 +36,8 @@ pub struct DecodeOptions {
     /// Expand heap event records into `Alloc`/`Free` records (else they are skipped, and only
     /// counted in the reader's [`crate::Summary::heap_records`]).
     pub heap_events: bool,
+    /// Which records to read (see [`Part`]).
+    pub part: Part,
 }
 
 impl Default for DecodeOptions {
@@ -43,8 +45,26 @@ impl Default for DecodeOptions {
         DecodeOptions {
             sample_stacks: true,
             heap_events: true,
+            part: Part::All,
         }
     }
+}
+
+/// Which of a recording's records a pass reads. In a file of frame pairs (format version 4
+/// on, see `pairs`) the metadata and the bulk records lie in frames of their own, and a pass
+/// over one part inflates only that part's frames; in an older file every frame is inflated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Part {
+    /// Every record, in the order written.
+    #[default]
+    All,
+    /// The records frames: in a file of pairs, samples come as stubs (no chains, registers
+    /// or stack copy) and heap events are only counted; an older file's records all come,
+    /// decoded as the other options say.
+    Metadata,
+    /// Only the bulk records, in the order written, whatever the file's version: samples
+    /// whole, heap events (when [`DecodeOptions::heap_events`]) and trace-tree nodes.
+    Bulk,
 }
 
 /// A record as a pass over millions of heap events takes it ([`crate::Reader::next_item`]):
@@ -143,6 +163,9 @@ pub(crate) mod tag {
     pub const HEAP_EVENTS: u8 = 16;
     pub const EVENT_SAMPLE: u8 = 17;
     pub const JIT_MAP: u8 = 18;
+    /// In a records frame: a run of bulk records that lie in the bulk frame (see `pairs`);
+    /// never handed out.
+    pub const BULK_RUN: u8 = 19;
 }
 
 /// Bytes left for the payload's length before the payload is encoded: a length of 128 to
@@ -155,28 +178,7 @@ impl Record {
     /// after room for its length, so its bytes (a sample's stack copy) are written once;
     /// allocates only when `out` grows.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        // The tag and the length slot, filled in below.
-        for _ in 0..=LENGTH_SLOT {
-            out.push(0);
-        }
-        out[start] = self.encode_payload(&mut Enc::new(out));
-        let payload = start + 1 + LENGTH_SLOT;
-        let len = out.len() - payload;
-        let mut varint = [0u8; MAX_VARINT];
-        let n = codec::varint(len as u64, &mut varint);
-        match n.cmp(&LENGTH_SLOT) {
-            Ordering::Equal => {}
-            Ordering::Less => {
-                out.copy_within(payload.., start + 1 + n);
-                out.truncate(out.len() - (LENGTH_SLOT - n));
-            }
-            Ordering::Greater => {
-                out.resize(out.len() + (n - LENGTH_SLOT), 0);
-                out.copy_within(payload..payload + len, start + 1 + n);
-            }
-        }
-        out[start + 1..start + 1 + n].copy_from_slice(&varint[..n]);
+        encode_with(out, |e| self.encode_payload(e));
     }
 
     fn encode_payload(&self, e: &mut Enc<'_>) -> u8 {
@@ -281,6 +283,34 @@ impl Record {
             other => Record::Unknown(other),
         })
     }
+}
+
+/// Appends a record (tag, length, payload) to `out` whose payload `payload` encodes, returning
+/// its tag. The payload is encoded in place, after room for its length, so its bytes (a
+/// sample's stack copy) are written once; allocates only when `out` grows.
+pub(crate) fn encode_with(out: &mut Vec<u8>, payload: impl FnOnce(&mut Enc<'_>) -> u8) {
+    let start = out.len();
+    // The tag and the length slot, filled in below.
+    for _ in 0..=LENGTH_SLOT {
+        out.push(0);
+    }
+    out[start] = payload(&mut Enc::new(out));
+    let payload = start + 1 + LENGTH_SLOT;
+    let len = out.len() - payload;
+    let mut varint = [0u8; MAX_VARINT];
+    let n = codec::varint(len as u64, &mut varint);
+    match n.cmp(&LENGTH_SLOT) {
+        Ordering::Equal => {}
+        Ordering::Less => {
+            out.copy_within(payload.., start + 1 + n);
+            out.truncate(out.len() - (LENGTH_SLOT - n));
+        }
+        Ordering::Greater => {
+            out.resize(out.len() + (n - LENGTH_SLOT), 0);
+            out.copy_within(payload..payload + len, start + 1 + n);
+        }
+    }
+    out[start + 1..start + 1 + n].copy_from_slice(&varint[..n]);
 }
 
 #[cfg(test)]

@@ -39,19 +39,47 @@ pub struct Sample {
 
 impl Sample {
     pub(super) fn encode(&self, e: &mut Enc<'_>) {
+        self.encode_head(e);
+        self.encode_stacks(e);
+        if self.addr != 0 {
+            e.u64(self.addr);
+        }
+    }
+
+    /// The fields before the call chains: time, thread, CPU and period.
+    fn encode_head(&self, e: &mut Enc<'_>) {
         e.u64(self.time);
         e.u64(self.pid.into());
         e.u64(self.tid.into());
         e.u64(self.cpu.into());
         e.u64(self.period);
+    }
+
+    /// The call chains, registers and stack copy: what a bulk frame holds of a sample (see
+    /// `pairs`), the stack copy last.
+    pub(crate) fn encode_stacks(&self, e: &mut Enc<'_>) {
         e.u64s(&self.kernel_chain);
         e.u64s(&self.user_chain);
         e.u64(self.regs_mask);
         e.u64s(&self.regs);
         e.bytes(&self.stack);
-        if self.addr != 0 {
-            e.u64(self.addr);
+    }
+
+    /// Where the fields [`Sample::encode_stacks`] writes lie in an encoded sample: the
+    /// offsets of their start and end in `payload` (after `skip` leading values, the event of
+    /// an event sample).
+    pub(crate) fn stacks_span(payload: &[u8], skip: usize) -> Result<(usize, usize), DecodeError> {
+        let mut d = Dec::new(payload);
+        for _ in 0..skip + 5 {
+            d.u64()?;
         }
+        let start = d.position();
+        d.u64s()?;
+        d.u64s()?;
+        d.u64()?;
+        d.u64s()?;
+        d.bytes()?;
+        Ok((start, d.position()))
     }
 
     /// Decodes a sample; its registers and stack copy only when `stacks` is set.
