@@ -238,6 +238,19 @@ pub(crate) fn merge(records: &[u8], bulk: &[u8], out: &mut Vec<u8>) -> Result<()
     Ok(())
 }
 
+/// The next stub of `records` from `*pos` on (moving `*pos` past it): its tag and payload.
+pub(crate) fn next_stub<'a>(
+    records: &'a [u8],
+    pos: &mut usize,
+) -> Result<Option<(u8, &'a [u8])>, DecodeError> {
+    while let Some((t, _, payload)) = next_record(records, pos)? {
+        if has_stub(t) {
+            return Ok(Some((t, payload)));
+        }
+    }
+    Ok(None)
+}
+
 /// The stubs and runs of a recording's records frames, kept by a pass over its metadata for
 /// a pass over its bulk ([`crate::Reader::keep_stubs`], [`crate::Reader::use_stubs`]), which
 /// then inflates only the bulk frames. Costs the stubs' bytes, tens per sample.

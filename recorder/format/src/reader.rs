@@ -128,6 +128,9 @@ pub struct Reader<'a> {
     bulk: Vec<u8>,
     /// Stubs kept ([`Reader::keep_stubs`]) or to be used ([`Reader::use_stubs`]).
     stubs: Stubs,
+    /// When `frame` is a bulk frame read on its own: where its samples' stubs go on in
+    /// `records`.
+    stub_pos: Option<usize>,
     keeping: bool,
 }
 
@@ -153,6 +156,7 @@ impl<'a> Reader<'a> {
             bulk: Vec::new(),
             stubs: Stubs::default(),
             keeping: false,
+            stub_pos: None,
         };
         match r.next_record() {
             Some(Record::Header(h)) => {
@@ -213,6 +217,7 @@ impl<'a> Reader<'a> {
             bulk: Vec::new(),
             stubs: Stubs::default(),
             keeping: false,
+            stub_pos: None,
         }
     }
 
@@ -300,6 +305,13 @@ impl<'a> Reader<'a> {
                     }
                 }
             }
+            // A bulk frame read on its own must have used up its stubs.
+            if let Some(mut at) = self.stub_pos {
+                if !matches!(pairs::next_stub(&self.records, &mut at), Ok(None)) {
+                    self.stop(Damage::BadRecord(DecodeError::BadLength(at)));
+                    return None;
+                }
+            }
             if !self.next_frame() {
                 return None;
             }
@@ -319,6 +331,18 @@ impl<'a> Reader<'a> {
             self.summary.heap_records += pairs::Run::decode(payload)?.heap;
             self.frame_pos += used;
             return Ok(None);
+        }
+        if let (Some(mut at), true) = (self.stub_pos, pairs::has_stub(tag)) {
+            let r = match pairs::next_stub(&self.records, &mut at)? {
+                Some((t, stub)) if t == tag => Record::decode_split(tag, stub, payload, self.opts),
+                _ => None,
+            };
+            self.stub_pos = Some(at);
+            self.frame_pos += used;
+            return match r {
+                Some(r) => r.map(Some),
+                None => Err(DecodeError::BadLength(self.frame_pos)),
+            };
         }
         // The bulk of an older file, whose frames hold every record: skip the rest.
         if self.opts.part == Part::Bulk && !pairs::is_bulk(tag) {
@@ -370,6 +394,7 @@ impl<'a> Reader<'a> {
     fn next_frame(&mut self) -> bool {
         self.frame.clear();
         self.frame_pos = 0;
+        self.stub_pos = None;
         loop {
             if self.stopped || self.pos >= self.data.len() {
                 return false;
@@ -397,9 +422,8 @@ impl<'a> Reader<'a> {
                 // The metadata of a pair is its records frame; the bulk is its bulk frame,
                 // which needs the records frame's stubs.
                 (true, Part::Bulk, None) => None,
-                (true, Part::Bulk | Part::All, Some(bulk)) => {
-                    Some(self.inflate_pair(records_at..end, bulk))
-                }
+                (true, Part::Bulk, Some(bulk)) => Some(self.inflate_bulk(records_at..end, bulk)),
+                (true, Part::All, Some(bulk)) => Some(self.inflate_pair(records_at..end, bulk)),
                 (_, _, bulk) => {
                     let ok = self.inflate_into_frame(records_at..end);
                     if ok && self.keeping && bulk.is_some() {
@@ -433,14 +457,15 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Inflates a pair's records and bulk frames and merges them into `frame`, the stream
-    /// as written; false (and the reader stopped) when either fails or they disagree.
-    fn inflate_pair(
+    /// Inflates a pair's bulk frame into `frame`, and puts its stubs into `records` (those
+    /// [`Reader::use_stubs`] gave, else its records frame inflated); false (and the reader
+    /// stopped) when a frame fails.
+    fn inflate_bulk(
         &mut self,
         records: std::ops::Range<usize>,
         bulk: std::ops::Range<usize>,
     ) -> bool {
-        let r = match self.stubs.take(records.start) {
+        let stubs = match self.stubs.take(records.start) {
             Some(stubs) => stubs,
             None => {
                 let spare = std::mem::take(&mut self.records);
@@ -449,6 +474,22 @@ impl<'a> Reader<'a> {
                 };
                 r
             }
+        };
+        self.records = stubs;
+        self.stub_pos = Some(0);
+        self.inflate_into_frame(bulk)
+    }
+
+    /// Inflates a pair's records and bulk frames and merges them into `frame`, the stream
+    /// as written; false (and the reader stopped) when either fails or they disagree.
+    fn inflate_pair(
+        &mut self,
+        records: std::ops::Range<usize>,
+        bulk: std::ops::Range<usize>,
+    ) -> bool {
+        let spare = std::mem::take(&mut self.records);
+        let Some(r) = self.inflate(records, spare) else {
+            return false;
         };
         let spare = std::mem::take(&mut self.bulk);
         let Some(b) = self.inflate(bulk, spare) else {

@@ -26,9 +26,19 @@ impl EventSample {
 
     /// Decodes an event sample; its registers and stack copy only when `stacks` is set.
     pub(super) fn decode(d: &mut Dec<'_>, stacks: bool) -> Result<Self, DecodeError> {
+        EventSample::decode_split(d, None, stacks)
+    }
+
+    /// Decodes an event sample from `d`, or from its stub `d` and its bulk record `bulk`
+    /// (see [`Sample::decode_split`]).
+    pub(super) fn decode_split(
+        d: &mut Dec<'_>,
+        bulk: Option<&mut Dec<'_>>,
+        stacks: bool,
+    ) -> Result<Self, DecodeError> {
         Ok(EventSample {
             event: d.u32()?,
-            sample: Sample::decode(d, stacks)?,
+            sample: Sample::decode_split(d, bulk, stacks)?,
         })
     }
 }

@@ -256,6 +256,25 @@ impl Record {
         Self::decode_with(tag, payload, DecodeOptions::default())
     }
 
+    /// Decodes the sample of tag `tag` (a [`Record::Sample`] or [`Record::EventSample`]) whose
+    /// stub's payload is `stub` and whose bulk record's payload is `bulk` (see `pairs`);
+    /// `None` for another tag.
+    pub(crate) fn decode_split(
+        tag: u8,
+        stub: &[u8],
+        bulk: &[u8],
+        opts: DecodeOptions,
+    ) -> Option<Result<Record, DecodeError>> {
+        let (d, b) = (&mut Dec::new(stub), Some(&mut Dec::new(bulk)));
+        Some(match tag {
+            tag::SAMPLE => Sample::decode_split(d, b, opts.sample_stacks).map(Record::Sample),
+            tag::EVENT_SAMPLE => {
+                EventSample::decode_split(d, b, opts.sample_stacks).map(Record::EventSample)
+            }
+            _ => return None,
+        })
+    }
+
     /// Decodes one payload, leaving out what `opts` says the caller does not need.
     pub fn decode_with(
         tag: u8,

@@ -84,16 +84,44 @@ impl Sample {
 
     /// Decodes a sample; its registers and stack copy only when `stacks` is set.
     pub(super) fn decode(d: &mut Dec<'_>, stacks: bool) -> Result<Self, DecodeError> {
+        Sample::decode_split(d, None, stacks)
+    }
+
+    /// Decodes a sample from `d`, or from its stub `d` and the bulk record `bulk` holding its
+    /// chains, registers and stack copy (see `pairs`); its registers and stack copy only
+    /// when `stacks` is set.
+    pub(crate) fn decode_split(
+        d: &mut Dec<'_>,
+        bulk: Option<&mut Dec<'_>>,
+        stacks: bool,
+    ) -> Result<Self, DecodeError> {
         let mut s = Sample {
             time: d.u64()?,
             pid: d.u32()?,
             tid: d.u32()?,
             cpu: d.u32()?,
             period: d.u64()?,
-            kernel_chain: d.u64s()?,
-            user_chain: d.u64s()?,
             ..Default::default()
         };
+        match bulk {
+            Some(b) => {
+                // The stub's own (empty) fields.
+                Sample::decode_stacks(d, false, &mut Sample::default())?;
+                Sample::decode_stacks(b, stacks, &mut s)?;
+            }
+            None => Sample::decode_stacks(d, stacks, &mut s)?,
+        }
+        // The data address was appended after the stack copy.
+        if d.remaining() > 0 {
+            s.addr = d.u64()?;
+        }
+        Ok(s)
+    }
+
+    /// Decodes the fields [`Sample::encode_stacks`] writes into `s`.
+    fn decode_stacks(d: &mut Dec<'_>, stacks: bool, s: &mut Sample) -> Result<(), DecodeError> {
+        s.kernel_chain = d.u64s()?;
+        s.user_chain = d.u64s()?;
         // Stack-copy fields were appended to the record; older files end before them.
         if d.remaining() > 0 {
             let (mask, regs, stack) = (d.u64()?, d.u64s()?, d.bytes()?);
@@ -103,11 +131,7 @@ impl Sample {
                 s.stack = stack.to_vec();
             }
         }
-        // The data address was appended after the stack copy.
-        if d.remaining() > 0 {
-            s.addr = d.u64()?;
-        }
-        Ok(s)
+        Ok(())
     }
 }
 
