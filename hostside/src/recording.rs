@@ -5,8 +5,10 @@
 //! segment by its own tolerant reader, so a torn segment loses only its own tail.
 //!
 //! The file is memory-mapped rather than read, so a long recording costs address space, not
-//! heap; records are decoded one frame at a time by the format crate's tolerant reader, so a
-//! pass over the file holds at most one decompressed frame.
+//! heap; records are decoded one frame pair at a time by the format crate's tolerant reader, so
+//! a pass over the file holds at most one decompressed pair. The metadata pass inflates only
+//! the records frames and keeps the samples' stubs (tens of bytes a sample) for the pass over
+//! the stacks, which inflates only the bulk frames: every frame is decompressed once.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

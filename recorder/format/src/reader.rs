@@ -1,8 +1,12 @@
 //! The tolerant reader: decodes whole frames from any prefix of a recording and stops, without
 //! panicking, at the first frame that is torn, fails its checksum or holds a malformed record.
 //!
-//! Memory is bounded by one decompressed frame at a time ([`crate::writer::MAX_FRAME_CONTENT`]);
-//! records are produced as a stream.
+//! A file of frame pairs (see `pairs`) is read whole ([`Part::All`]: each pair's two frames
+//! merged into the stream as written) or in one of its parts, whose frames alone are inflated.
+//!
+//! Memory is bounded by one decompressed pair at a time (two frames of at most
+//! [`crate::writer::MAX_FRAME_CONTENT`]) and the stubs a reader is asked to keep; records are
+//! produced as a stream.
 
 use crate::codec::{Dec, DecodeError};
 use crate::heap_stream::HeapDecoder;
@@ -327,7 +331,7 @@ impl<'a> Reader<'a> {
         let payload = d.bytes()?;
         let used = 1 + (rest.len() - 1 - d.remaining());
         if tag == crate::record::tag::BULK_RUN {
-            // Only a records frame read on its own holds runs (`next_frame` merges pairs).
+            // Only a records frame read on its own (the metadata part) holds runs.
             self.summary.heap_records += pairs::Run::decode(payload)?.heap;
             self.frame_pos += used;
             return Ok(None);
@@ -385,6 +389,7 @@ impl<'a> Reader<'a> {
         self.stopped = true;
         self.pending.clear();
         self.heap_events = None;
+        self.stub_pos = None;
         self.frame.clear();
         self.frame_pos = 0;
     }
