@@ -142,26 +142,7 @@ impl<'a> Reader<'a> {
     /// Checks that the data starts with a header frame and returns a reader positioned after
     /// the header record.
     pub fn new(data: &'a [u8]) -> Result<Self, OpenError> {
-        let mut r = Reader {
-            data,
-            pos: 0,
-            frame: Vec::new(),
-            frame_pos: 0,
-            dctx: None,
-            opts: DecodeOptions::default(),
-            pending: std::collections::VecDeque::new(),
-            heap_events: None,
-            heap: HeapDecoder::default(),
-            summary: Summary::default(),
-            stopped: false,
-            header: Header::default(),
-            pairs: false,
-            records: Vec::new(),
-            bulk: Vec::new(),
-            stubs: Stubs::default(),
-            keeping: false,
-            stub_pos: None,
-        };
+        let mut r = Reader::at(data, 0, Header::default(), Summary::default());
         match r.next_record() {
             Some(Record::Header(h)) => {
                 if h.format_version > crate::FORMAT_VERSION || h.format_version == 0 {
@@ -199,9 +180,19 @@ impl<'a> Reader<'a> {
     /// opened need not decode its header frame again. The frames before count as skipped.
     pub fn resume(data: &'a [u8], header: Header, point: ResumePoint) -> Self {
         let at = point.at.min(data.len());
+        let summary = Summary {
+            frames_skipped: point.frames,
+            bytes_read: at as u64,
+            ..Summary::default()
+        };
+        Reader::at(data, at, header, summary)
+    }
+
+    /// A reader of `data` from byte `pos` on, of a file with `header`.
+    fn at(data: &'a [u8], pos: usize, header: Header, summary: Summary) -> Self {
         Reader {
             data,
-            pos: at,
+            pos,
             frame: Vec::new(),
             frame_pos: 0,
             dctx: None,
@@ -209,11 +200,7 @@ impl<'a> Reader<'a> {
             pending: std::collections::VecDeque::new(),
             heap_events: None,
             heap: HeapDecoder::default(),
-            summary: Summary {
-                frames_skipped: point.frames,
-                bytes_read: at as u64,
-                ..Summary::default()
-            },
+            summary,
             stopped: false,
             pairs: header.format_version >= pairs::PAIRS_VERSION,
             header,
