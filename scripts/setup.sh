@@ -12,10 +12,11 @@ set -euo pipefail
 # that iproute2's ip brings up in a private network namespace; nodejs and
 # linux-perf run the JIT-map test against perf. protoc
 # (protobuf-compiler) generates hostside's pprof types from the vendored profile.proto.
+# valgrind's callgrind_annotate reads the Callgrind export back.
 pkgs=(gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
     gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
     qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod iproute2 nodejs
-    linux-perf)
+    linux-perf valgrind)
 [ "${CROSSPROF_BENCH:-0}" = 1 ] && pkgs+=(hyperfine)
 # shellcheck source=lib/apt.sh
 . "$(dirname "$0")/lib/apt.sh"

@@ -287,6 +287,9 @@ pub enum ExportFormat {
     Speedscope,
     /// The text `perf script` prints (stackcollapse-perf.pl, inferno); CPU samples only.
     PerfScript,
+    /// Callgrind's format (KCachegrind, QCachegrind, callgrind_annotate): self and inclusive
+    /// samples and their period per function and source line; CPU samples or off-CPU waits.
+    Callgrind,
 }
 
 impl From<ExportFormat> for crate::output::export::Format {
@@ -298,6 +301,7 @@ impl From<ExportFormat> for crate::output::export::Format {
             ExportFormat::Pprof => Format::Pprof,
             ExportFormat::Speedscope => Format::Speedscope,
             ExportFormat::PerfScript => Format::PerfScript,
+            ExportFormat::Callgrind => Format::Callgrind,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `hostside export`: the recording in the formats other tools read, so that people can keep
 //! the viewer they know (Firefox Profiler, pprof with Pyroscope or Parca, speedscope, the
-//! FlameGraph scripts).
+//! FlameGraph scripts, KCachegrind).
 //!
 //! Every exporter reads the same analysis the reports print ([`crate::analysis`]): names,
 //! file:line and counts agree with `hostside report` by construction. A CPU recording exports
@@ -17,6 +17,7 @@ use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::output::context::ReportContext;
 use crate::output::folded;
 
+pub mod callgrind;
 pub mod firefox;
 pub mod perf_script;
 pub mod pprof;
@@ -79,6 +80,8 @@ pub enum Format {
     Speedscope,
     /// The text `perf script` prints.
     PerfScript,
+    /// Callgrind's profile format.
+    Callgrind,
 }
 
 /// Writes `source` to `out` in `format`.
@@ -111,6 +114,12 @@ pub fn write(
         }
         (Format::PerfScript, Source::Cpu(c)) => perf_script::write(ctx, cpu(c), out)?,
         (Format::PerfScript, Source::OffCpu(w)) => perf_script::write(ctx, off_cpu(w), out)?,
+        (Format::Callgrind, Source::Cpu(c)) => callgrind::write(ctx, cpu(c), out)?,
+        (Format::Callgrind, Source::OffCpu(w)) => callgrind::write(ctx, off_cpu(w), out)?,
+        (Format::Callgrind, Source::Heap(..)) => bail!(
+            "Callgrind files hold sampled costs; export a heap recording with \
+             --format pprof, speedscope, firefox or collapsed"
+        ),
         (Format::Firefox, Source::OffCpu(..)) => bail!(
             "the Firefox Profiler's samples hold CPU time; export off-CPU waits with \
              --format pprof, speedscope, perf-script or collapsed"
