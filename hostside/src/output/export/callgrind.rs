@@ -142,8 +142,8 @@ impl Profile {
 pub fn write(ctx: &ReportContext, sampled: Sampled<'_>, out: &mut dyn Write) -> Result<()> {
     let cpu = sampled.profile;
     let mut p = Profile::default();
-    for s in &cpu.stacks {
-        p.stack(&cpu.table, &s.frames, s.count, s.period);
+    for (s, n) in cpu.stacks.iter().zip(sampled.per_stack()) {
+        p.stack(&cpu.table, &s.frames, n, s.period);
     }
     let h = &ctx.header;
     let (samples, period) = if sampled.off_cpu {

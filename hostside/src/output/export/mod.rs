@@ -50,6 +50,18 @@ impl Sampled<'_> {
     pub fn time_event(&self, ctx: &ReportContext) -> bool {
         matches!(ctx.header.event.as_str(), "cpu-clock" | "task-clock" | "")
     }
+
+    /// Samples (or waits) per stack of the profile, counted from its timeline: an off-CPU
+    /// profile's stack counts are nanoseconds.
+    pub fn per_stack(&self) -> Vec<u64> {
+        let mut n = vec![0u64; self.profile.stacks.len()];
+        for t in &self.profile.timeline {
+            if let Some(n) = n.get_mut(t.stack as usize) {
+                *n += 1;
+            }
+        }
+        n
+    }
 }
 
 fn cpu(p: &CpuProfile) -> Sampled<'_> {

@@ -326,14 +326,7 @@ pub fn cpu(ctx: &ReportContext, sampled: Sampled<'_>) -> proto::Profile {
     if !sampled.off_cpu && sampled.time_event(ctx) && h.sample_freq > 0 {
         b.profile.period = 1_000_000_000 / i64::from(h.sample_freq);
     }
-    // Samples per stack, counted from the timeline: an off-CPU profile's stack counts are
-    // nanoseconds.
-    let mut per_stack = vec![0u64; cpu.stacks.len()];
-    for t in &cpu.timeline {
-        if let Some(n) = per_stack.get_mut(t.stack as usize) {
-            *n += 1;
-        }
-    }
+    let per_stack = sampled.per_stack();
     b.profile.default_sample_type = period_type.r#type;
     b.describe(ctx);
 
