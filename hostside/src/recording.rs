@@ -63,8 +63,16 @@ impl Data {
 
 impl Recording {
     /// Maps `path` (and the `--max-size` segments next to it) and validates that it starts
-    /// with a crossprof header.
+    /// with a crossprof header. A `perf.data` file is converted into a recording in memory
+    /// first (`crossprof_perf_data`).
     pub fn open(path: &Path) -> Result<Recording> {
+        if crossprof_perf_data::is_perf_data(path) {
+            let converted = crossprof_perf_data::convert(path)?;
+            if let Some(w) = &converted.warning {
+                eprintln!("hostside: {}: {w}", path.display());
+            }
+            return Recording::from_bytes(path, converted.recording);
+        }
         let files = crate::segments::discover(path);
         if files.is_empty() {
             // Let the error say why (no such file, no permission).

@@ -338,6 +338,13 @@ impl<S: Sink> FrameWriter<S> {
         Ok(self.sink)
     }
 
+    /// Flushes and returns the sink without an [`End`] record: the file then reads as a
+    /// recording that was cut short (a conversion that stopped at damage).
+    pub fn close(mut self) -> io::Result<S> {
+        self.flush()?;
+        Ok(self.sink)
+    }
+
     /// The sink, for what it needs to be told besides records.
     pub fn sink_mut(&mut self) -> &mut S {
         &mut self.sink

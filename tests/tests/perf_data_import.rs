@@ -1,0 +1,123 @@
+//! Issue 29, acceptance 1 (x86_64): a `perf.data` recorded by Debian's `perf record
+//! --call-graph dwarf` of the stripped CPU ground-truth program (hot_a does 3x hot_b's work),
+//! read by `hostside report` with the program's debug sysroot: its module found by the
+//! build-id perf stored, its stack copies unwound by crossprof, the 75:25 split, and `main`
+//! reached in at least as many samples as perf's own unwinding of the same file reaches it.
+//! A damaged file is a clear error, never a panic.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crossprof_tests::*;
+use serde_json::Value;
+
+/// `perf record -e cpu-clock --call-graph dwarf` of `program ROUNDS` into `out`, its
+/// build-ids in the file (not in perf's cache).
+fn perf_record(out: &Path, program: &Path, rounds: &str) {
+    let o = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-N",
+            "-e",
+            "cpu-clock",
+            "--call-graph",
+            "dwarf",
+        ])
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .arg(rounds)
+        .stdin(Stdio::null())
+        .output()
+        .expect("perf (Debian's linux-perf; scripts/setup.sh installs it)");
+    assert!(
+        o.status.success(),
+        "perf record failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn function<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["cpu"]["functions"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["function"] == name))
+        .unwrap_or_else(|| panic!("{name} not in the report"))
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+#[test]
+fn hostside_reports_a_perf_data_file_recorded_with_dwarf_stacks() {
+    let program = build("cpu_split.c", "perf_data_import", &["-O2"]);
+    add_system_libs(&program.sysroot, &program.board);
+    let data = scratch().join("perf_data_import.data");
+    perf_record(&data, &program.board, "1500");
+    let report = report_json(&data, Some(&program.sysroot));
+
+    // The program's module, found by the build-id perf stored.
+    let board = program.board.to_str().expect("UTF-8 path");
+    let module = report["modules"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["path"] == board))
+        .unwrap_or_else(|| panic!("{board} not among {:#}", report["modules"]));
+    assert_eq!(module["match"], "build-id", "{module}");
+
+    let (a, b) = (
+        count(function(&report, "hot_a"), "self"),
+        count(function(&report, "hot_b"), "self"),
+    );
+    let share = 100.0 * a as f64 / (a + b) as f64;
+    assert!(
+        (70.0..=80.0).contains(&share),
+        "hot_a's share is {share:.1}% ({a} vs {b})"
+    );
+
+    // perf's own unwinding of the same file (libdw or libunwind, with the same sysroot).
+    let samples = perf::script(&data, &program.sysroot);
+    let perf_main = samples
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f.name == "main"))
+        .count() as u64;
+    let ours = count(function(&report, "main"), "total");
+    eprintln!(
+        "main reached: hostside {ours}, perf script {perf_main}, of {} samples; hot_a:hot_b \
+         {a}:{b}",
+        samples.len()
+    );
+    assert_eq!(
+        count(&report["cpu"], "samples"),
+        samples.len() as u64,
+        "the same samples as perf script"
+    );
+    assert!(
+        ours >= perf_main,
+        "main reached in {ours} samples, perf reaches it in {perf_main} of {}",
+        samples.len()
+    );
+}
+
+#[test]
+fn a_damaged_perf_data_file_is_a_clear_error() {
+    let program = build("cpu_split.c", "perf_data_damaged", &["-O2"]);
+    let data = scratch().join("perf_data_damaged.data");
+    perf_record(&data, &program.board, "100");
+    let bytes = std::fs::read(&data).expect("read perf.data");
+    let cut = scratch().join("perf_data_cut.data");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+    let o = Command::new(hostside())
+        .arg("report")
+        .arg(&cut)
+        .output()
+        .expect("run hostside");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("damaged perf.data") && err.contains("runs past its end"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
