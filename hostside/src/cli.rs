@@ -290,6 +290,9 @@ pub enum ExportFormat {
     /// Callgrind's format (KCachegrind, QCachegrind, callgrind_annotate): self and inclusive
     /// samples and their period per function and source line; CPU samples or off-CPU waits.
     Callgrind,
+    /// perf.data (perf report -i, perf script, hotspot): the samples with hostside's unwound
+    /// call chains, thread names, mappings and build-ids; symbolize with --symfs SYSROOT.
+    PerfData,
 }
 
 impl From<ExportFormat> for crate::output::export::Format {
@@ -302,6 +305,7 @@ impl From<ExportFormat> for crate::output::export::Format {
             ExportFormat::Speedscope => Format::Speedscope,
             ExportFormat::PerfScript => Format::PerfScript,
             ExportFormat::Callgrind => Format::Callgrind,
+            ExportFormat::PerfData => Format::PerfData,
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::output::folded;
 
 pub mod callgrind;
 pub mod firefox;
+pub mod perf_data;
 pub mod perf_script;
 pub mod pprof;
 pub mod speedscope;
@@ -94,6 +95,8 @@ pub enum Format {
     PerfScript,
     /// Callgrind's profile format.
     Callgrind,
+    /// perf's own file.
+    PerfData,
 }
 
 /// Writes `source` to `out` in `format`.
@@ -128,6 +131,12 @@ pub fn write(
         (Format::PerfScript, Source::OffCpu(w)) => perf_script::write(ctx, off_cpu(w), out)?,
         (Format::Callgrind, Source::Cpu(c)) => callgrind::write(ctx, cpu(c), out)?,
         (Format::Callgrind, Source::OffCpu(w)) => callgrind::write(ctx, off_cpu(w), out)?,
+        (Format::PerfData, Source::Cpu(c)) => perf_data::write(ctx, cpu(c), out)?,
+        (Format::PerfData, Source::OffCpu(w)) => perf_data::write(ctx, off_cpu(w), out)?,
+        (Format::PerfData, Source::Heap(..)) => bail!(
+            "perf.data holds samples; export a heap recording with \
+             --format pprof, speedscope, firefox or collapsed"
+        ),
         (Format::Callgrind, Source::Heap(..)) => bail!(
             "Callgrind files hold sampled costs; export a heap recording with \
              --format pprof, speedscope, firefox or collapsed"

@@ -1,0 +1,145 @@
+//! Issue 29, acceptance 2 (perf's part): `export --format perf-data` of the CPU ground truth
+//! recorded by `rec` on x86_64, and of the ARMv7 board fixture (Thumb-2), read by Debian's
+//! `perf report -i` and `perf script` with the sysroot as `--symfs`: the same samples, hot_a's
+//! and hot_b's shares as `hostside report` gives them, and hostside reads its own export back
+//! to the same counts.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crossprof_tests::*;
+use serde_json::Value;
+
+/// `hostside export --format perf-data` of `recording` into `out`.
+fn export(recording: &Path, sysroot: &Path, out: &Path) {
+    hostside_ok(&[
+        "export",
+        "--format",
+        "perf-data",
+        "--sysroot",
+        sysroot.to_str().expect("UTF-8 path"),
+        recording.to_str().expect("UTF-8 path"),
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+    ]);
+}
+
+/// `perf report`'s self share (percent of the event count) of each symbol.
+fn perf_report_shares(data: &Path, sysroot: &Path) -> Vec<(f64, String)> {
+    let o = Command::new("perf")
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+            "-i",
+        ])
+        .arg(data)
+        .arg("--symfs")
+        .arg(sysroot)
+        .stdin(Stdio::null())
+        .output()
+        .expect("perf (Debian's linux-perf; scripts/setup.sh installs it)");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "perf report failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (pct, rest) = l.trim().split_once("%")?;
+            let name = rest.trim().strip_prefix("[.]")?.trim().to_string();
+            Some((pct.parse().ok()?, name))
+        })
+        .collect()
+}
+
+fn function<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["cpu"]["functions"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["function"] == name))
+        .unwrap_or_else(|| panic!("{name} not in the report"))
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+/// perf report shows hot_a and hot_b with the shares hostside gives them (every sample has
+/// the same period, so perf's shares of the event count are shares of the samples).
+fn assert_perf_report_agrees(data: &Path, sysroot: &Path, report: &Value) {
+    let shares = perf_report_shares(data, sysroot);
+    let samples = count(&report["cpu"], "samples") as f64;
+    for name in ["hot_a", "hot_b"] {
+        let ours = 100.0 * count(function(report, name), "self") as f64 / samples;
+        let perf = shares
+            .iter()
+            .find(|(_, n)| n == name)
+            .unwrap_or_else(|| panic!("{name} not in perf report: {shares:?}"))
+            .0;
+        assert!(
+            (perf - ours).abs() < 0.01,
+            "{name}: perf report {perf:.2}%, hostside {ours:.2}%"
+        );
+    }
+}
+
+#[test]
+fn perf_report_and_perf_script_read_the_x86_64_export() {
+    let (program, recording) = fixtures::recorded_cpu_split("perf_data_export");
+    add_system_libs(&program.sysroot, &program.board);
+    let report = report_json(&recording, Some(&program.sysroot));
+    let data = scratch().join("perf_data_export.data");
+    export(&recording, &program.sysroot, &data);
+    assert_perf_report_agrees(&data, &program.sysroot, &report);
+    let (a, b) = (
+        count(function(&report, "hot_a"), "self"),
+        count(function(&report, "hot_b"), "self"),
+    );
+    let share = 100.0 * a as f64 / (a + b) as f64;
+    assert!((70.0..=80.0).contains(&share), "hot_a's share {share:.1}%");
+
+    // perf script: every sample, each with the frames hostside unwound.
+    let samples = perf::script(&data, &program.sysroot);
+    assert_eq!(samples.len() as u64, count(&report["cpu"], "samples"));
+    let through = |name: &str| {
+        samples
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| f.name == name))
+            .count() as u64
+    };
+    for name in ["hot_a", "hot_b", "main"] {
+        assert_eq!(
+            through(name),
+            count(function(&report, name), "total"),
+            "samples through {name}"
+        );
+    }
+
+    // hostside reads its own export back to the same counts.
+    let again = report_json(&data, Some(&program.sysroot));
+    for name in ["hot_a", "hot_b", "main"] {
+        for key in ["self", "total"] {
+            assert_eq!(
+                count(function(&again, name), key),
+                count(function(&report, name), key),
+                "{name} {key}"
+            );
+        }
+    }
+}
+
+#[test]
+fn perf_report_reads_the_armv7_board_export() {
+    let dir = root().join("tests/fixtures/armv7");
+    let (recording, sysroot) = (dir.join("cpu_split_thumb.zst"), dir.join("sysroot"));
+    let report = report_json(&recording, Some(&sysroot));
+    let data = scratch().join("perf_data_export_armv7.data");
+    export(&recording, &sysroot, &data);
+    assert_perf_report_agrees(&data, &sysroot, &report);
+}
