@@ -44,6 +44,10 @@ const CONTEXT_KERNEL: u64 = (-128i64) as u64;
 const CONTEXT_USER: u64 = (-512i64) as u64;
 const CONTEXT_MAX: u64 = (-4095i64) as u64;
 
+/// zstd level of the recording made in memory: it is read once, at once, so the fastest
+/// level (zstd spends most of a conversion at `rec`'s level 7).
+const CONVERSION_LEVEL: i32 = 1;
+
 /// `PROT_READ | PROT_EXEC`, for `MMAP` records, which say only whether a mapping is code.
 const PROT_CODE: u32 = 5;
 const PROT_READ: u32 = 1;
@@ -157,8 +161,10 @@ fn convert_parsed<R: Read + Seek>(path: &Path, data: R) -> Result<Converted> {
         },
         ..Header::default()
     };
+    let mut w = FrameWriter::new(Vec::new(), &header)?;
+    w.set_level(CONVERSION_LEVEL);
     let mut c = Converter {
-        w: FrameWriter::new(Vec::new(), &header)?,
+        w,
         attrs,
         build_ids,
         time: start,

@@ -146,6 +146,8 @@ pub struct FrameWriter<S: Sink> {
     out: Vec<u8>,
     /// The compressed bulk frame, reused.
     scratch: Vec<u8>,
+    /// zstd level of the frames ([`ZSTD_LEVEL`] unless [`FrameWriter::set_level`]).
+    level: i32,
     frames: u64,
     bytes_written: u64,
 }
@@ -166,6 +168,7 @@ impl<S: Sink> FrameWriter<S> {
             stacks: StackFilter::new(header),
             out: Vec::new(),
             scratch: Vec::new(),
+            level: ZSTD_LEVEL,
             frames: 0,
             bytes_written: 0,
         };
@@ -291,6 +294,13 @@ impl<S: Sink> FrameWriter<S> {
         }
     }
 
+    /// Compresses the frames from here on at zstd `level` (a sink that compresses frames
+    /// itself chooses its own): a recording made in memory for one analysis (a converted
+    /// `perf.data`) is read once, soon, and gains nothing from level 7's search.
+    pub fn set_level(&mut self, level: i32) {
+        self.level = level;
+    }
+
     /// Uncompressed bytes waiting for the next frame pair.
     pub fn buffered(&self) -> usize {
         self.buf.len() + self.bulk.len()
@@ -317,7 +327,7 @@ impl<S: Sink> FrameWriter<S> {
             self.compressor.compress_pair(
                 &self.buf,
                 &self.bulk,
-                ZSTD_LEVEL,
+                self.level,
                 &mut self.out,
                 &mut self.scratch,
             )?;
