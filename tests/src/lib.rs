@@ -366,6 +366,20 @@ pub fn count(report: &Value, needle: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The function row named exactly `name` (where [`function`] takes any name containing a
+/// needle: `main` would find `__libc_start_main_impl`); panics when the report has none.
+pub fn function_named<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["cpu"]["functions"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["function"] == name))
+        .unwrap_or_else(|| panic!("{name} not in the report"))
+}
+
+/// The number `key` of a report object (a function row, a section); panics when it has none.
+pub fn number(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
 /// Share of `a` in `a + b`, percent.
 pub fn share(a: u64, b: u64) -> f64 {
     assert!(a + b > 0, "no samples in either function");

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::process::Command;
 
 use crossprof_tests::*;
-use serde_json::Value;
 
 /// `callgrind_annotate ARGS FILE`'s standard output.
 fn annotate(args: &[&str], file: &Path) -> String {
@@ -40,18 +39,6 @@ fn row<'a>(table: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{name} not in:\n{table}"))
 }
 
-/// A function's row of the report.
-fn function<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["cpu"]["functions"]
-        .as_array()
-        .and_then(|f| f.iter().find(|f| f["function"] == name))
-        .unwrap_or_else(|| panic!("{name} not in the report"))
-}
-
-fn count(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
-}
-
 #[test]
 fn callgrind_annotate_shows_the_split_on_its_source_lines() {
     let (program, recording) = fixtures::recorded_cpu_split("callgrind_export");
@@ -68,23 +55,23 @@ fn callgrind_annotate_shows_the_split_on_its_source_lines() {
         out.to_str().expect("UTF-8 path"),
     ]);
     let (hot_a, hot_b, main) = (
-        function(&report, "hot_a"),
-        function(&report, "hot_b"),
-        function(&report, "main"),
+        function_named(&report, "hot_a"),
+        function_named(&report, "hot_b"),
+        function_named(&report, "main"),
     );
 
     // Self samples per function, with the source file, as the report counts them.
     let table = annotate(&[], &out);
     for (name, f) in [("hot_a", hot_a), ("hot_b", hot_b)] {
         let line = row(&table, name);
-        assert_eq!(first_number(line), count(f, "self"), "{line}");
+        assert_eq!(first_number(line), number(f, "self"), "{line}");
         assert!(line.contains("cpu_split.c:"), "{line}");
     }
-    let (a, b) = (count(hot_a, "self"), count(hot_b, "self"));
-    let share = 100.0 * a as f64 / (a + b) as f64;
+    let (a, b) = (number(hot_a, "self"), number(hot_b, "self"));
+    let split = share(a, b);
     assert!(
-        (70.0..=80.0).contains(&share),
-        "hot_a's share is {share:.1}% ({a} vs {b})"
+        (70.0..=80.0).contains(&split),
+        "hot_a's share is {split:.1}% ({a} vs {b})"
     );
     // The program's source annotated: the line doing each function's work holds its samples
     // (all but the odd one on the function's entry or exit).
@@ -93,7 +80,7 @@ fn callgrind_annotate_shows_the_split_on_its_source_lines() {
             .lines()
             .find(|l| l.contains(marker))
             .unwrap_or_else(|| panic!("{marker} not annotated:\n{table}"));
-        let (on_line, all) = (first_number(line), count(f, "self"));
+        let (on_line, all) = (first_number(line), number(f, "self"));
         assert!(
             on_line <= all && on_line * 100 >= all * 98,
             "{marker}: {on_line} of {all} samples: {line}"
@@ -111,12 +98,12 @@ fn callgrind_annotate_shows_the_split_on_its_source_lines() {
             .unwrap_or_else(|| panic!("{marker} not annotated:\n{table}"));
         let call = lines[at + 1];
         assert!(call.contains(&format!("cpu_split.c:{callee} (")), "{call}");
-        assert_eq!(first_number(call), count(f, "total"), "{call}");
+        assert_eq!(first_number(call), number(f, "total"), "{call}");
     }
 
     // Inclusive costs: main holds everything its callees did.
     let inclusive = annotate(&["--inclusive=yes"], &out);
     let main_total = first_number(row(&inclusive, "main"));
-    assert_eq!(main_total, count(main, "total"));
-    assert!(main_total >= count(hot_a, "total") + count(hot_b, "total"));
+    assert_eq!(main_total, number(main, "total"));
+    assert!(main_total >= number(hot_a, "total") + number(hot_b, "total"));
 }

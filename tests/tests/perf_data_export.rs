@@ -59,24 +59,13 @@ fn perf_report_shares(data: &Path, sysroot: &Path) -> Vec<(f64, String)> {
         .collect()
 }
 
-fn function<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["cpu"]["functions"]
-        .as_array()
-        .and_then(|f| f.iter().find(|f| f["function"] == name))
-        .unwrap_or_else(|| panic!("{name} not in the report"))
-}
-
-fn count(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
-}
-
 /// perf report shows hot_a and hot_b with the shares hostside gives them (every sample has
 /// the same period, so perf's shares of the event count are shares of the samples).
 fn assert_perf_report_agrees(data: &Path, sysroot: &Path, report: &Value) {
     let shares = perf_report_shares(data, sysroot);
-    let samples = count(&report["cpu"], "samples") as f64;
+    let samples = number(&report["cpu"], "samples") as f64;
     for name in ["hot_a", "hot_b"] {
-        let ours = 100.0 * count(function(report, name), "self") as f64 / samples;
+        let ours = 100.0 * number(function_named(report, name), "self") as f64 / samples;
         let perf = shares
             .iter()
             .find(|(_, n)| n == name)
@@ -98,15 +87,15 @@ fn perf_report_and_perf_script_read_the_x86_64_export() {
     export(&recording, &program.sysroot, &data);
     assert_perf_report_agrees(&data, &program.sysroot, &report);
     let (a, b) = (
-        count(function(&report, "hot_a"), "self"),
-        count(function(&report, "hot_b"), "self"),
+        number(function_named(&report, "hot_a"), "self"),
+        number(function_named(&report, "hot_b"), "self"),
     );
-    let share = 100.0 * a as f64 / (a + b) as f64;
-    assert!((70.0..=80.0).contains(&share), "hot_a's share {share:.1}%");
+    let split = share(a, b);
+    assert!((70.0..=80.0).contains(&split), "hot_a's share {split:.1}%");
 
     // perf script: every sample, each with the frames hostside unwound.
     let samples = perf::script(&data, &program.sysroot);
-    assert_eq!(samples.len() as u64, count(&report["cpu"], "samples"));
+    assert_eq!(samples.len() as u64, number(&report["cpu"], "samples"));
     let through = |name: &str| {
         samples
             .iter()
@@ -116,7 +105,7 @@ fn perf_report_and_perf_script_read_the_x86_64_export() {
     for name in ["hot_a", "hot_b", "main"] {
         assert_eq!(
             through(name),
-            count(function(&report, name), "total"),
+            number(function_named(&report, name), "total"),
             "samples through {name}"
         );
     }
@@ -126,8 +115,8 @@ fn perf_report_and_perf_script_read_the_x86_64_export() {
     for name in ["hot_a", "hot_b", "main"] {
         for key in ["self", "total"] {
             assert_eq!(
-                count(function(&again, name), key),
-                count(function(&report, name), key),
+                number(function_named(&again, name), key),
+                number(function_named(&report, name), key),
                 "{name} {key}"
             );
         }

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use crossprof_tests::*;
-use serde_json::Value;
 
 /// `perf record -e cpu-clock --call-graph dwarf` of `program ROUNDS` into `out`, its
 /// build-ids in the file (not in perf's cache).
@@ -39,17 +38,6 @@ fn perf_record(out: &Path, program: &Path, rounds: &str) {
     );
 }
 
-fn function<'a>(report: &'a Value, name: &str) -> &'a Value {
-    report["cpu"]["functions"]
-        .as_array()
-        .and_then(|f| f.iter().find(|f| f["function"] == name))
-        .unwrap_or_else(|| panic!("{name} not in the report"))
-}
-
-fn count(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
-}
-
 #[test]
 fn hostside_reports_a_perf_data_file_recorded_with_dwarf_stacks() {
     let program = build("cpu_split.c", "perf_data_import", &["-O2"]);
@@ -67,13 +55,13 @@ fn hostside_reports_a_perf_data_file_recorded_with_dwarf_stacks() {
     assert_eq!(module["match"], "build-id", "{module}");
 
     let (a, b) = (
-        count(function(&report, "hot_a"), "self"),
-        count(function(&report, "hot_b"), "self"),
+        number(function_named(&report, "hot_a"), "self"),
+        number(function_named(&report, "hot_b"), "self"),
     );
-    let share = 100.0 * a as f64 / (a + b) as f64;
+    let split = share(a, b);
     assert!(
-        (70.0..=80.0).contains(&share),
-        "hot_a's share is {share:.1}% ({a} vs {b})"
+        (70.0..=80.0).contains(&split),
+        "hot_a's share is {split:.1}% ({a} vs {b})"
     );
 
     // perf's own unwinding of the same file (libdw or libunwind, with the same sysroot).
@@ -82,14 +70,14 @@ fn hostside_reports_a_perf_data_file_recorded_with_dwarf_stacks() {
         .iter()
         .filter(|s| s.frames.iter().any(|f| f.name == "main"))
         .count() as u64;
-    let ours = count(function(&report, "main"), "total");
+    let ours = number(function_named(&report, "main"), "total");
     eprintln!(
         "main reached: hostside {ours}, perf script {perf_main}, of {} samples; hot_a:hot_b \
          {a}:{b}",
         samples.len()
     );
     assert_eq!(
-        count(&report["cpu"], "samples"),
+        number(&report["cpu"], "samples"),
         samples.len() as u64,
         "the same samples as perf script"
     );
