@@ -32,7 +32,7 @@ use crossprof_format::{
 };
 use linux_perf_data::linux_perf_event_reader::{
     constants::PERF_RECORD_MISC_MMAP_BUILD_ID, ContextSwitchRecord, EventRecord, Mmap2FileId,
-    RawEventRecord, RecordType, SampleFormat, SamplingPolicy, TaskWasPreempted,
+    RawData, RawEventRecord, RecordType, SampleFormat, SamplingPolicy, TaskWasPreempted,
 };
 use linux_perf_data::{AttributeDescription, Endianness, PerfFileReader, PerfFileRecord};
 
@@ -209,6 +209,26 @@ struct Converter {
 }
 
 impl Converter {
+    /// A mapping of `len` bytes at `start` of the file at `path`, with the build-id perf's
+    /// table gives that path (an `MMAP2` record may carry its own).
+    fn mapping(&self, time: u64, pid: i32, tid: i32, start: u64, len: u64, path: &RawData) -> Mmap {
+        let path = path.as_slice();
+        Mmap {
+            time,
+            pid: pid as u32,
+            tid: tid as u32,
+            start,
+            len,
+            build_id: self
+                .build_ids
+                .get(path.as_ref())
+                .cloned()
+                .unwrap_or_default(),
+            path: String::from_utf8_lossy(&path).into_owned(),
+            ..Mmap::default()
+        }
+    }
+
     /// The recording so far, without its end: reading stopped for `why`.
     fn stop(self, why: String) -> Result<Converted> {
         Ok(Converted {
@@ -284,46 +304,24 @@ impl Converter {
             EventRecord::Fork(r) => Record::Fork(task(&r, time)),
             EventRecord::Exit(r) => Record::Exit(task(&r, time)),
             EventRecord::Mmap(r) => {
-                let path = r.path.as_slice().into_owned();
-                Record::Mmap(Mmap {
-                    time,
-                    pid: r.pid as u32,
-                    tid: r.tid as u32,
-                    start: r.address,
-                    len: r.length,
-                    pgoff: r.page_offset,
-                    build_id: self.build_ids.get(&path).cloned().unwrap_or_default(),
-                    path: String::from_utf8_lossy(&path).into_owned(),
-                    prot: if r.is_executable {
-                        PROT_CODE
-                    } else {
-                        PROT_READ
-                    },
-                    ..Mmap::default()
-                })
+                let mut m = self.mapping(time, r.pid, r.tid, r.address, r.length, &r.path);
+                m.pgoff = r.page_offset;
+                m.prot = if r.is_executable {
+                    PROT_CODE
+                } else {
+                    PROT_READ
+                };
+                Record::Mmap(m)
             }
             EventRecord::Mmap2(r) => {
-                let path = r.path.as_slice().into_owned();
-                let (build_id, inode) = match &r.file_id {
-                    Mmap2FileId::BuildId(b) => (b.clone(), 0),
-                    Mmap2FileId::InodeAndVersion(i) => (
-                        self.build_ids.get(&path).cloned().unwrap_or_default(),
-                        i.inode,
-                    ),
-                };
-                Record::Mmap(Mmap {
-                    time,
-                    pid: r.pid as u32,
-                    tid: r.tid as u32,
-                    start: r.address,
-                    len: r.length,
-                    pgoff: r.page_offset,
-                    build_id,
-                    path: String::from_utf8_lossy(&path).into_owned(),
-                    prot: r.protection,
-                    inode,
-                    ..Mmap::default()
-                })
+                let mut m = self.mapping(time, r.pid, r.tid, r.address, r.length, &r.path);
+                m.pgoff = r.page_offset;
+                m.prot = r.protection;
+                match &r.file_id {
+                    Mmap2FileId::BuildId(b) => m.build_id = b.clone(),
+                    Mmap2FileId::InodeAndVersion(i) => m.inode = i.inode,
+                }
+                Record::Mmap(m)
             }
             EventRecord::Lost(r) => {
                 self.lost += r.count;
