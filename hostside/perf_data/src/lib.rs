@@ -27,8 +27,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use crossprof_format::{
-    Arch, Comm, End, EventSample, FrameWriter, Header, Lost, Mmap, Record, Sample, Switch, Task,
-    FORMAT_VERSION,
+    callchain, Arch, Comm, End, EventSample, FrameWriter, Header, Lost, Mmap, Record, Sample,
+    Switch, Task, FORMAT_VERSION,
 };
 use linux_perf_data::linux_perf_event_reader::{
     constants::PERF_RECORD_MISC_MMAP_BUILD_ID, ContextSwitchRecord, EventRecord, Mmap2FileId,
@@ -38,11 +38,6 @@ use linux_perf_data::{AttributeDescription, Endianness, PerfFileReader, PerfFile
 
 /// The first bytes of a `perf.data` file, in the writer's byte order or the other.
 const MAGICS: [&[u8; 8]; 2] = [b"PERFILE2", b"2ELIFREP"];
-
-/// Call-chain context markers (`PERF_CONTEXT_*`): the entries after one belong to its mode.
-const CONTEXT_KERNEL: u64 = (-128i64) as u64;
-const CONTEXT_USER: u64 = (-512i64) as u64;
-const CONTEXT_MAX: u64 = (-4095i64) as u64;
 
 /// zstd level of the recording made in memory: it is read once, at once, so the fastest
 /// level (zstd spends most of a conversion at `rec`'s level 7).
@@ -258,16 +253,8 @@ impl Converter {
                     ..Sample::default()
                 };
                 if let Some(chain) = &s.callchain {
-                    let mut user = false;
-                    for i in 0..chain.len() {
-                        match chain.get(i).unwrap_or(CONTEXT_MAX) {
-                            CONTEXT_USER => user = true,
-                            CONTEXT_KERNEL => user = false,
-                            a if a >= CONTEXT_MAX => user = false,
-                            a if user => sample.user_chain.push(a),
-                            a => sample.kernel_chain.push(a),
-                        }
-                    }
+                    let ips = (0..chain.len()).filter_map(|i| chain.get(i));
+                    callchain::split(ips, &mut sample.kernel_chain, &mut sample.user_chain);
                 }
                 let mask = self
                     .attrs

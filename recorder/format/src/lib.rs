@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 mod arch;
+pub mod callchain;
 pub mod codec;
 mod heap_batch;
 mod heap_stream;

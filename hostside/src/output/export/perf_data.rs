@@ -13,6 +13,7 @@
 use std::io::Write;
 
 use anyhow::Result;
+use crossprof_format::callchain::{CONTEXT_KERNEL, CONTEXT_USER};
 
 use crate::output::context::ReportContext;
 use crate::output::export::Sampled;
@@ -38,9 +39,6 @@ const RECORD_MMAP2: u32 = 10;
 const MISC_KERNEL: u16 = 1;
 const MISC_USER: u16 = 2;
 const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
-/// `PERF_CONTEXT_*`.
-const CONTEXT_KERNEL: u64 = (-128i64) as u64;
-const CONTEXT_USER: u64 = (-512i64) as u64;
 /// Feature bits (`HEADER_*`).
 const FEATURE_BUILD_ID: usize = 2;
 const FEATURE_HOSTNAME: usize = 3;

@@ -3,7 +3,7 @@
 //! Only the record types `rec` asks for are decoded; everything is bounds-checked, so a record
 //! the kernel lays out differently than expected is skipped, never misread past its end.
 
-use crossprof_format::{Comm, Lost, Mmap, Record, Sample, Switch, Task};
+use crossprof_format::{callchain, Comm, Lost, Mmap, Record, Sample, Switch, Task};
 
 const RECORD_MMAP2: u32 = 10;
 const RECORD_LOST: u32 = 2;
@@ -20,12 +20,6 @@ const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 const MISC_SWITCH_OUT: u16 = 1 << 13;
 /// On switch-out records: the task was still runnable (preempted), not waiting.
 const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
-
-/// Call-chain context markers (`PERF_CONTEXT_*`): the entries that follow belong to that mode.
-const CONTEXT_KERNEL: u64 = (-128i64) as u64;
-const CONTEXT_USER: u64 = (-512i64) as u64;
-/// Any value from here up is a context marker, not an address.
-const CONTEXT_MAX: u64 = (-4095i64) as u64;
 
 /// Bytes of the `sample_id_all` trailer: pid/tid, time, cpu/reserved.
 const ID_TRAILER: usize = 24;
@@ -139,17 +133,12 @@ fn sample_into(raw: &[u8], layout: Layout, s: &mut Sample) -> Option<()> {
     let ips = c.bytes(nr.checked_mul(8)?)?;
     s.kernel_chain.clear();
     s.user_chain.clear();
-    let mut in_user = false;
-    for w in ips.chunks_exact(8) {
-        let a = u64::from_ne_bytes(w.try_into().ok()?);
-        match a {
-            CONTEXT_USER => in_user = true,
-            CONTEXT_KERNEL => in_user = false,
-            a if a >= CONTEXT_MAX => in_user = false,
-            a if in_user => s.user_chain.push(a),
-            a => s.kernel_chain.push(a),
-        }
-    }
+    let words = ips.chunks_exact(8).map(|w| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        u64::from_ne_bytes(b)
+    });
+    callchain::split(words, &mut s.kernel_chain, &mut s.user_chain);
     if let Some(at) = layout.raw_tid_at {
         let n = c.u32()? as usize;
         let raw = c.bytes(n)?;
@@ -290,6 +279,7 @@ pub fn decode(raw: &[u8], layout: Layout) -> Option<Record> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossprof_format::callchain::{CONTEXT_KERNEL, CONTEXT_USER};
 
     fn rec(ty: u32, misc: u16, body: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
