@@ -32,7 +32,7 @@
 
 use std::collections::VecDeque;
 
-use crate::codec::{Dec, DecodeError, Enc};
+use crate::codec::{varint, Dec, DecodeError, Enc, MAX_VARINT};
 use crate::record::{encode_with, tag, EventSample, Record, Sample};
 
 /// Magic number of the skippable frame wrapping a bulk frame (zstd reserves
@@ -132,12 +132,16 @@ impl Run {
         if self.records == 0 {
             return;
         }
-        let mut payload = Vec::with_capacity(8);
-        let mut e = Enc::new(&mut payload);
-        e.u64(self.records);
-        e.u64(self.heap);
+        // Encoded in place: a run closes whenever heap events meet another record.
+        let (mut records, mut heap) = ([0u8; MAX_VARINT], [0u8; MAX_VARINT]);
+        let (r, h) = (
+            varint(self.records, &mut records),
+            varint(self.heap, &mut heap),
+        );
         out.push(tag::BULK_RUN);
-        Enc::new(out).bytes(&payload);
+        Enc::new(out).u64((r + h) as u64);
+        out.extend_from_slice(&records[..r]);
+        out.extend_from_slice(&heap[..h]);
         *self = Run::default();
     }
 
