@@ -1,5 +1,5 @@
 //! The checks a `perf.data` file passes before the parser reads it: every section it names
-//! lies inside the file, every count the parser reads ahead of what it counts (events, their
+//! lies inside the file, every event attribute says a size the parser reads whole, every count the parser reads ahead of what it counts (events, their
 //! ids and names, the command line's words) fits in the bytes that follow it, and the data
 //! section's records (and the trace data `AUXTRACE` records carry) end inside it. The parser
 //! reserves memory by such counts; unchecked, one flipped bit asks for terabytes. Walking the
@@ -98,6 +98,10 @@ pub fn check<R: Read + Seek>(data: &mut R, len: u64) -> Result<()> {
     data.seek(SeekFrom::Start(attrs.0))?;
     data.read_exact(&mut entries)?;
     for e in entries.chunks_exact(attr_size as usize) {
+        ensure!(
+            attr_fits(order, e, attr_size),
+            "an event attribute of an odd size"
+        );
         let ids = (
             order.u64(e, e.len() - 16).unwrap_or(0),
             order.u64(e, e.len() - 8).unwrap_or(0),
@@ -112,6 +116,10 @@ pub fn check<R: Read + Seek>(data: &mut R, len: u64) -> Result<()> {
     data.seek(SeekFrom::Start(types.0))?;
     data.read_exact(&mut entries)?;
     for e in entries.chunks_exact(attr_size as usize + 16) {
+        ensure!(
+            attr_fits(order, e, attr_size),
+            "an event type of an odd size"
+        );
         let ids = (
             order.u64(e, e.len() - 16).unwrap_or(0),
             order.u64(e, e.len() - 8).unwrap_or(0),
@@ -189,6 +197,18 @@ fn records<R: Read + Seek>(data: &mut R, order: Order, (start, size): Section) -
     Ok(())
 }
 
+/// Whether the `perf_event_attr` at the start of `attr` says a size the parser consumes
+/// exactly and that fits the `space` its entry gives it. The parser reads the fields of the
+/// largest version not above that size and then skips to the entry's end by the size said:
+/// a size between two versions leaves it reading what follows from the wrong place.
+fn attr_fits(order: Order, attr: &[u8], space: u64) -> bool {
+    /// `PERF_ATTR_SIZE_VER0` to `VER6`; from `VER7` (128) on, every size is read whole.
+    const VERSIONS: [u32; 7] = [64, 72, 80, 96, 104, 112, 120];
+    order
+        .u32(attr, 4)
+        .is_some_and(|size| u64::from(size) <= space && (size >= 128 || VERSIONS.contains(&size)))
+}
+
 /// Whether section `s` lies inside a file of `len` bytes, as an error naming it.
 fn inside(what: &str, (offset, size): Section, len: u64) -> Result<()> {
     ensure!(
@@ -209,6 +229,12 @@ fn event_desc_fits(order: Order, b: &[u8]) -> bool {
         let Some(after_attr) = at.checked_add(attr_size as usize) else {
             return false;
         };
+        if !b
+            .get(at..)
+            .is_some_and(|a| attr_fits(order, a, u64::from(attr_size)))
+        {
+            return false;
+        }
         let Some(ids) = order.u32(b, after_attr) else {
             return false;
         };
