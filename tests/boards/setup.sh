@@ -96,8 +96,70 @@ fetch_libc() {
     mv "$dir.new" "$dir"
 }
 
+# Debian's own perf for the AArch64 board (linux-perf, the same 6.1 as the board's kernel),
+# unpacked into $cache/perf-$arch with only the shared libraries its ELF files need
+# (DT_NEEDED, followed to the end): the board image of a team that ships Debian's perf, for
+# the tests that read a perf.data recorded on the board. perf's Python and Perl scripting
+# libraries come along because perf links them, not their standard libraries.
+fetch_perf() {
+    local arch=$1 dir="$cache/perf-$1"
+    [ -e "$dir/.done" ] && return 0
+    echo "boards: fetching Debian's $arch linux-perf and its libraries into $dir" >&2
+    local work
+    work=$(mktemp -d "${TMPDIR:-/tmp}/crossprof-perf-XXXXXX")
+    # shellcheck disable=SC2064
+    trap "rm -rf '$work'" RETURN
+    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+    local o=(-oAPT::Architecture="$arch" -oAPT::Architectures="$arch" -oDir::State::Lists="$work/lists"
+        -oDir::Cache="$work/cache" -oDir::State::status=/dev/null -oAPT::Sandbox::User=root)
+    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || true
+    # linux-perf and every library package below it (not perl, python3 and the rest that
+    # perf's scripts need and its ELF file does not).
+    local pkgs
+    pkgs=$(apt-cache "${o[@]}" depends --recurse --no-recommends --no-suggests --no-conflicts \
+        --no-breaks --no-replaces --no-enhances linux-perf 2>/dev/null |
+        grep -E '^(linux-perf|zlib1g|lib[^ ]*)$' | grep -v -- '-dev$' | sort -u)
+    # shellcheck disable=SC2086
+    (cd "$work" && apt-get "${o[@]}" download $pkgs >/dev/null 2>&1) || {
+        echo "boards: cannot download linux-perf for $arch" >&2
+        exit 1
+    }
+    local deb
+    for deb in "$work"/*.deb; do dpkg -x "$deb" "$work/x"; done
+    rm -rf "$dir.new"
+    mkdir -p "$dir.new"
+    # perf itself, then each library named by DT_NEEDED of what is already taken.
+    local queue=(usr/bin/perf) taken=" " f lib path
+    while [ ${#queue[@]} -gt 0 ]; do
+        f=${queue[0]}
+        queue=("${queue[@]:1}")
+        case "$taken" in *" $f "*) continue ;; esac
+        taken+="$f "
+        mkdir -p "$dir.new/$(dirname "$f")"
+        cp -L "$work/x/$f" "$dir.new/$f"
+        for lib in $(LC_ALL=C readelf -d "$work/x/$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+            path=$(cd "$work/x" && find lib usr/lib -name "$lib" 2>/dev/null | head -n 1)
+            if [ -z "$path" ]; then
+                echo "boards: $lib (needed by $f) is in none of linux-perf's packages" >&2
+                exit 1
+            fi
+            queue+=("$path")
+        done
+    done
+    # The dynamic linker that every one of them names.
+    path=$(cd "$work/x" && find lib usr/lib -name 'ld-linux-*.so.*' | head -n 1)
+    mkdir -p "$dir.new/lib"
+    cp -L "$work/x/$path" "$dir.new/lib/$(basename "$path")"
+    basename "$work"/linux-perf_*.deb >"$dir.new/package"
+    touch "$dir.new/.done"
+    rm -rf "$dir"
+    mv "$dir.new" "$dir"
+}
+
 for a in "${archs[@]}"; do
     fetch_kernel "$a"
     fetch_libc "$a"
 done
+# perf on the AArch64 board only (issue 29): one board shows the perf.data route.
+case " ${archs[*]} " in *" arm64 "*) fetch_perf arm64 ;; esac
 echo "$cache"

@@ -112,6 +112,35 @@ pub fn debian_libc(board: Board) -> PathBuf {
     d
 }
 
+/// Debian's `perf` for the board with the shared libraries it loads, unpacked by
+/// tests/boards/setup.sh (AArch64 only): every file at its board path (`/usr/bin/perf`,
+/// `/lib/<gnu>/libc.so.6`, ...), ready for [`boot`].
+pub fn debian_perf(board: Board) -> Files {
+    let dir = cache_dir().join(format!("perf-{}", board.debian_arch()));
+    assert!(
+        dir.join(".done").exists(),
+        "no Debian perf at {}: {}",
+        dir.display(),
+        setup_hint()
+    );
+    let mut files = Files::new();
+    let mut todo = vec![dir.clone()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.parent() != Some(dir.as_path()) {
+                let guest = Path::new("/").join(path.strip_prefix(&dir).expect("under dir"));
+                let data =
+                    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                files.push((guest.to_string_lossy().into_owned(), data, 0o755));
+            }
+        }
+    }
+    files
+}
+
 /// The static `rec` built for the board, from `dist/<triple>/rec` (or `$CROSSPROF_DIST`).
 pub fn board_rec(board: Board) -> PathBuf {
     let dist = std::env::var_os("CROSSPROF_DIST")

@@ -260,7 +260,10 @@ impl Converter {
                     .attrs
                     .get(attr_index)
                     .map_or(0, |a| a.attr.sample_regs_user);
-                if let Some(regs) = &s.user_regs {
+                // Registers go with a stack copy only: `perf record -g` on AArch64 samples
+                // the link register alone (for perf's own leaf fix-up), and a sample with
+                // registers would be unwound from them instead of taking its chain.
+                if let (Some(regs), Some(_)) = (&s.user_regs, &s.user_stack) {
                     sample.regs_mask = mask;
                     sample.regs = (0..64)
                         .filter(|bit| mask & (1 << bit) != 0)

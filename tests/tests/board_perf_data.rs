@@ -1,0 +1,102 @@
+//! Issue 29, acceptance 1 on a board: Debian's own `perf` (the arm64 `linux-perf` package,
+//! the same 6.1 as the board's kernel, with the libraries it loads; tests/boards/setup.sh
+//! unpacks it) records the stripped CPU ground truth on the emulated AArch64 board, once with
+//! `perf record -g` (the kernel's frame-pointer walk) and once with `--call-graph dwarf`
+//! (stack copies, unwound here by crossprof with the sysroot's tables). `hostside report`
+//! reads each perf.data with the program's debug sysroot: its module found by the build-id
+//! perf stored, the 75:25 split, the same samples as `perf script`, and `main` reached in at
+//! least as many samples as perf's own reading of the same file on this host.
+
+use crossprof_tests::boards::{boot, debian_libc, debian_perf, Board, BoardProgram, Sysroot};
+use crossprof_tests::*;
+
+/// The board job `perf record -F 999 -e cpu-clock CALL_GRAPH -o OUT -- PROGRAM ROUNDS`.
+fn perf_job(call_graph: &[&str], out: &str, p: &BoardProgram, rounds: &str) -> Vec<String> {
+    let mut job = vec!["/usr/bin/perf", "record", "-q", "-N", "-F", "999"];
+    job.extend(["-e", "cpu-clock"]);
+    job.extend(call_graph);
+    job.extend(["-o", out, "--", &p.guest, rounds]);
+    job.into_iter().map(String::from).collect()
+}
+
+/// hostside's report of `data` against perf's own reading of it.
+fn assert_reads_like_perf(data: &std::path::Path, sysroot: &Sysroot, p: &BoardProgram) {
+    let report = report_json(data, Some(&sysroot.dir));
+    assert_eq!(report["recording"]["arch"], Board::Aarch64.arch_name());
+    let module = report["modules"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["path"] == p.guest.as_str()))
+        .unwrap_or_else(|| panic!("{} not among {:#}", p.guest, report["modules"]));
+    assert_eq!(module["match"], "build-id", "{module}");
+
+    let (a, b) = (
+        number(function_named(&report, "hot_a"), "self"),
+        number(function_named(&report, "hot_b"), "self"),
+    );
+    let split = share(a, b);
+    assert!(
+        (70.0..=80.0).contains(&split),
+        "{}: hot_a's share is {split:.1}% ({a} vs {b})",
+        data.display()
+    );
+
+    let samples = perf::script(data, &sysroot.dir);
+    let perf_main = samples
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f.name == "main"))
+        .count() as u64;
+    let ours = number(function_named(&report, "main"), "total");
+    eprintln!(
+        "{}: main reached by hostside in {ours}, by perf script in {perf_main}, of {} \
+         samples; hot_a:hot_b {a}:{b}",
+        data.display(),
+        samples.len()
+    );
+    assert_eq!(number(&report["cpu"], "samples"), samples.len() as u64);
+    assert!(
+        ours >= perf_main,
+        "main reached in {ours} samples, perf reaches it in {perf_main}"
+    );
+    assert!(
+        ours * 10 >= (a + b) * 9,
+        "main reached in {ours} samples of {} in hot_a and hot_b",
+        a + b
+    );
+}
+
+#[test]
+fn perf_data_recorded_by_perf_on_the_aarch64_board() {
+    let board = Board::Aarch64;
+    let tag = "board_perf_data";
+    let sysroot = Sysroot::new(board, tag);
+    // Frame pointers for the kernel's walk; the compiler's defaults for the stack copies.
+    let fp = sysroot.build_c(board, "cpu_split.c", "cpu_split_fp", C_FP);
+    let dwarf = sysroot.build_c(board, "cpu_split.c", "cpu_split", &["-O2"]);
+    let mut files = debian_perf(board);
+    // The board runs the C library perf came with (Debian's): the sysroot holds the same
+    // files, and Debian's detached debug info for them.
+    for (guest, data, _) in &files {
+        if guest.contains("/libc.so") || guest.contains("/ld-linux") {
+            let dest = sysroot.dir.join(guest.trim_start_matches('/'));
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            std::fs::write(&dest, data).unwrap();
+        }
+    }
+    std::fs::create_dir_all(sysroot.dir.join("usr/lib")).unwrap();
+    std::os::unix::fs::symlink(
+        debian_libc(board).join("usr/lib/debug"),
+        sysroot.dir.join("usr/lib/debug"),
+    )
+    .unwrap();
+    for p in [&fp, &dwarf] {
+        files.push((p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755));
+    }
+    let jobs = [
+        perf_job(&["-g"], "/out/fp.data", &fp, "300"),
+        perf_job(&["--call-graph", "dwarf"], "/out/dwarf.data", &dwarf, "300"),
+    ];
+    let run = boot(board, tag, files, &jobs);
+    run.assert_ok(jobs.len());
+    assert_reads_like_perf(&run.save("fp.data", tag), &sysroot, &fp);
+    assert_reads_like_perf(&run.save("dwarf.data", tag), &sysroot, &dwarf);
+}
