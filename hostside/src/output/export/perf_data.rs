@@ -7,8 +7,9 @@
 //! 3.x reads (tools/perf/Documentation/perf.data-file-format.txt): one software `cpu-clock`
 //! event (or the recording's event, as a raw count) sampling IP, TID, TIME, CPU, PERIOD and
 //! CALLCHAIN; `COMM` and `MMAP2` records first, then the samples in time order; the
-//! `BUILD_ID`, `HOSTNAME`, `OSRELEASE`, `ARCH`, `CMDLINE` and `SAMPLE_TIME` feature sections. Kernel frames keep their addresses, but perf has
-//! no kernel symbols for another machine, so it shows them as `[unknown]`.
+//! `BUILD_ID`, `HOSTNAME`, `OSRELEASE`, `VERSION`, `ARCH`, `NRCPUS`, `CMDLINE` and
+//! `SAMPLE_TIME` feature sections. Kernel frames keep their addresses, but perf has no kernel
+//! symbols for another machine, so it shows them as `[unknown]`.
 
 use std::io::Write;
 
@@ -43,7 +44,9 @@ const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 const FEATURE_BUILD_ID: usize = 2;
 const FEATURE_HOSTNAME: usize = 3;
 const FEATURE_OSRELEASE: usize = 4;
+const FEATURE_VERSION: usize = 5;
 const FEATURE_ARCH: usize = 6;
+const FEATURE_NRCPUS: usize = 7;
 const FEATURE_CMDLINE: usize = 11;
 const FEATURE_SAMPLE_TIME: usize = 21;
 
@@ -181,9 +184,23 @@ pub fn write(ctx: &ReportContext, sampled: Sampled<'_>, out: &mut dyn Write) -> 
         o.string(s);
         o
     };
+    // perf's files give the recorder's command line, its own name first (viewers such as
+    // hotspot replace that word with "perf"): `rec` then the recorded command.
     let mut cmdline = Out::default();
-    cmdline.u32(h.command.len() as u32);
+    cmdline.u32(h.command.len() as u32 + 1);
+    cmdline.string("rec");
     h.command.iter().for_each(|w| cmdline.string(w));
+    // Readers take these sections for granted: hotspot 1.3's perfparser leaves its CPU count
+    // unset without NRCPUS, and hotspot then crashes at random on opening the file.
+    let cpus = cpu
+        .timeline
+        .iter()
+        .map(|s| s.cpu)
+        .max()
+        .map_or(1, |c| c + 1);
+    let mut nrcpus = Out::default();
+    nrcpus.u32(cpus); // available
+    nrcpus.u32(cpus); // online (those that sampled; the recording does not say more)
     let mut times = Out::default();
     let (first, last) = cpu.time_range.unwrap_or((0, 0));
     times.u64(first);
@@ -199,7 +216,12 @@ pub fn write(ctx: &ReportContext, sampled: Sampled<'_>, out: &mut dyn Write) -> 
         (FEATURE_BUILD_ID, build_ids),
         (FEATURE_HOSTNAME, string(&h.hostname)),
         (FEATURE_OSRELEASE, string(&h.kernel_release)),
+        (
+            FEATURE_VERSION,
+            string(concat!("crossprof hostside ", env!("CARGO_PKG_VERSION"))),
+        ),
         (FEATURE_ARCH, string(perf_arch(&h.arch))),
+        (FEATURE_NRCPUS, nrcpus),
         (FEATURE_CMDLINE, cmdline),
         (FEATURE_SAMPLE_TIME, times),
     ];
