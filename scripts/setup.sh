@@ -12,11 +12,13 @@ set -euo pipefail
 # that iproute2's ip brings up in a private network namespace; nodejs and
 # linux-perf run the JIT-map test against perf. protoc
 # (protobuf-compiler) generates hostside's pprof types from the vendored profile.proto.
-# valgrind's callgrind_annotate reads the Callgrind export back.
+# valgrind's callgrind_annotate reads the Callgrind export back; hotspot (its perfparser,
+# headless, and the GUI on xvfb's virtual display, pictured by python3) reads the perf.data
+# export.
 pkgs=(gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
     gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
     qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod iproute2 nodejs
-    linux-perf valgrind)
+    linux-perf valgrind hotspot xvfb python3)
 [ "${CROSSPROF_BENCH:-0}" = 1 ] && pkgs+=(hyperfine)
 # shellcheck source=lib/apt.sh
 . "$(dirname "$0")/lib/apt.sh"

@@ -13,6 +13,7 @@ pub mod fixtures;
 pub mod golang;
 pub mod heap_parity;
 pub mod heaptrack;
+pub mod hotspot;
 pub mod perf;
 pub mod perf_compare;
 pub mod phases;
