@@ -135,6 +135,12 @@ pub enum Command {
         /// time on and off the CPU (recordings made with `rec --off-cpu`).
         #[arg(long)]
         off_cpu: bool,
+        /// Report scheduling latency: per thread, the time from each wakeup to running
+        /// again (mean, p50, p99, max, a histogram), and for the worst wakeups what ran on
+        /// that CPU instead, with its stack (recordings made with `rec --off-cpu` as root,
+        /// which have the scheduler's wakeups; `rec -a` sees every process that ran).
+        #[arg(long, conflicts_with_all = ["cpu", "heap", "event"])]
+        latency: bool,
         /// How many functions to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         top: usize,

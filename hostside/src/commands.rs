@@ -55,6 +55,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             cpu,
             heap,
             off_cpu,
+            latency,
             event,
             top,
             json,
@@ -65,14 +66,14 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             if heap {
                 require(&o, "heap", o.has_heap, "rec --heap")?;
             }
-            if off_cpu {
+            if off_cpu || latency {
                 require(&o, "off-CPU", o.has_switches, "rec --off-cpu")?;
             }
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && o.has_heap && !o.has_samples);
             let want_heap = o.has_heap && (json || heap_text);
             let l = loaded(o.analyze(Wants {
-                off_cpu: json || off_cpu,
+                off_cpu: json || off_cpu || latency,
                 event,
                 heap: want_heap.then(|| heap_options(top)),
             })?);
@@ -91,6 +92,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 o::write_json(&mut out, &json::report(&ctx, &l.cpu, &sections, top))?;
             } else if let Some(e) = &chosen {
                 o::event::report(&mut out, &ctx, e, top)?;
+            } else if let (true, Some(w)) = (latency, waits) {
+                o::latency::text(&mut out, w, origin)?;
             } else if let (true, Some(w)) = (off_cpu, waits) {
                 off_cpu_text::report(&mut out, &ctx, w, top)?;
                 if let Some(t) = l.opened.timeline(None) {

@@ -6,6 +6,7 @@ pub mod cpu;
 pub mod diff;
 pub mod events;
 pub mod heap;
+pub mod latency;
 pub mod off_cpu;
 pub mod off_cpu_profile;
 pub mod thread_timeline;

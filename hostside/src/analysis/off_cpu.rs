@@ -12,9 +12,13 @@
 //! the woken thread), each blocked wait is also given the wakeup that ended it: the last one
 //! of that thread between its switch-out and its switch-in.
 //!
+//! Where the recording has wakeups, the same pass measures each wakeup's scheduling latency
+//! (from the wakeup to the woken thread's switch-in) and keeps every switch-out with its CPU,
+//! so that [`crate::analysis::latency`] can name what ran instead.
+//!
 //! Events are collected per thread and sorted, because the kernel's per-CPU rings are drained
 //! one after another: a thread that left one CPU and entered another can appear in the file
-//! in either order. Memory is 24 bytes per event; stacks are not held, only the time of the
+//! in either order. Memory is 16 bytes per event; stacks are not held, only the time of the
 //! sample that names them (see [`Assignment`]).
 
 use std::collections::HashMap;
@@ -68,6 +72,35 @@ pub struct WakerKey {
 /// A wait's stack: the thread and the sample its time is charged to.
 pub type Blocked = (u32, u32, Provider);
 
+/// A CPU for events whose CPU is not known (tests, and records that carry none).
+pub const UNKNOWN_CPU: u32 = u32::MAX;
+
+/// One blocked thread's wakeup and its switch-in: the scheduling latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeupLatency {
+    /// The woken thread's process id.
+    pub pid: u32,
+    /// The woken thread.
+    pub tid: u32,
+    /// When the wakeup was sampled (board clock, ns).
+    pub woken: u64,
+    /// When the thread entered a CPU after it.
+    pub running: u64,
+    /// The CPU it entered.
+    pub cpu: u32,
+}
+
+/// A thread leaving a CPU: who was running there until then, and where its wait is charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchOut {
+    /// The CPU it left.
+    pub cpu: u32,
+    /// When (board clock, ns).
+    pub time: u64,
+    /// The thread and the sample its stack at that moment is found in.
+    pub blocked: Blocked,
+}
+
 /// Per-thread times, nanoseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ThreadTimes {
@@ -118,23 +151,36 @@ pub struct Assignment {
     /// exclusive), in no particular order. What time-sliced views (the HTML report's
     /// timeline selection) add up; 32 bytes per wait.
     pub waits: Vec<(Blocked, u64, u64)>,
+    /// Each blocked wait's wakeup and switch-in, for the waits in the window (only where the
+    /// recording has wakeups).
+    pub latencies: Vec<WakeupLatency>,
+    /// Every switch-out (only where the recording has wakeups), in no particular order.
+    pub switch_outs: Vec<SwitchOut>,
 }
+
+/// One event of a thread: its time, what happened and the CPU it happened on.
+type TimedEvent = (u64, Event, u32);
 
 /// Collects events per thread; [`Timeline::assign`] turns them into waits.
 #[derive(Debug, Default, Clone)]
 pub struct Timeline {
-    threads: HashMap<(u32, u32), Vec<(u64, Event)>>,
+    threads: HashMap<(u32, u32), Vec<TimedEvent>>,
     /// Wakeups by the woken thread's id.
     wakeups: HashMap<u32, Vec<WakerKey>>,
 }
 
 impl Timeline {
-    /// Adds one event of thread `tid` of process `pid` at `time`.
+    /// Adds one event of thread `tid` of process `pid` at `time`, on no known CPU.
     pub fn push(&mut self, pid: u32, tid: u32, time: u64, event: Event) {
+        self.push_on(pid, tid, time, UNKNOWN_CPU, event);
+    }
+
+    /// Adds one event of thread `tid` of process `pid` at `time` on `cpu`.
+    pub fn push_on(&mut self, pid: u32, tid: u32, time: u64, cpu: u32, event: Event) {
         self.threads
             .entry((pid, tid))
             .or_default()
-            .push((time, event));
+            .push((time, event, cpu));
     }
 
     /// Adds a wakeup of thread `wakee` by the sample `waker`.
@@ -180,7 +226,7 @@ impl Timeline {
             let mut last_on_cpu: Option<u64> = None;
             let mut open: Option<(u64, bool, Provider)> = None;
             let mut ended: Option<u64> = None;
-            for &(time, ev) in &events {
+            for &(time, ev, cpu) in &events {
                 match ev {
                     Event::Start => {}
                     Event::OnCpu => last_on_cpu = Some(time),
@@ -194,6 +240,13 @@ impl Timeline {
                             (None, None) => Provider::Unknown,
                         };
                         open = Some((time, preempt, provider));
+                        if any_wakeups {
+                            a.switch_outs.push(SwitchOut {
+                                cpu,
+                                time,
+                                blocked: (pid, tid, provider),
+                            });
+                        }
                     }
                     Event::In => {
                         last_in = Some(time);
@@ -215,6 +268,13 @@ impl Timeline {
                                     Some(w) if w.time >= out => {
                                         a.wakers.insert(w, ((pid, tid, provider), ns));
                                         a.woken_ns += ns;
+                                        a.latencies.push(WakeupLatency {
+                                            pid,
+                                            tid,
+                                            woken: w.time,
+                                            running: time,
+                                            cpu,
+                                        });
                                     }
                                     _ => a.unwoken_ns += ns,
                                 }

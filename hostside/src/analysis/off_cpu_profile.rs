@@ -11,6 +11,7 @@
 use crossprof_format::{Record, Sample};
 
 use crate::analysis::cpu::{Accumulator, CpuProfile, Unwound};
+use crate::analysis::latency::{self, Latencies};
 use crate::analysis::off_cpu::{
     Assignment, Blocked, Event, Provider, ThreadTimes, Timeline, WakerKey,
 };
@@ -70,6 +71,8 @@ pub struct OffCpuProfile {
     pub wakers: Option<Wakers>,
     /// Every wait with its stack, by start time: what views cut in time slices add up.
     pub waits: Vec<Wait>,
+    /// Each thread's scheduling latency after its wakeups, where the recording has wakeups.
+    pub latency: Option<Latencies>,
 }
 
 impl OffCpuProfile {
@@ -120,12 +123,16 @@ impl OffCpuEvents {
                 } else {
                     Event::In
                 };
-                self.timeline.push(s.pid, s.tid, s.time, ev);
+                self.timeline.push_on(s.pid, s.tid, s.time, s.cpu, ev);
             }
-            Record::Sample(s) => self.timeline.push(s.pid, s.tid, s.time, Event::OnCpu),
-            Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => self
+            Record::Sample(s) => self
                 .timeline
-                .push(e.sample.pid, e.sample.tid, e.sample.time, Event::Blocking),
+                .push_on(s.pid, s.tid, s.time, s.cpu, Event::OnCpu),
+            Record::EventSample(e) if Some(e.event) == blocking && e.event != 0 => {
+                let s = &e.sample;
+                self.timeline
+                    .push_on(s.pid, s.tid, s.time, s.cpu, Event::Blocking)
+            }
             // A wakeup: the sample is the waker's, its `addr` the woken thread.
             Record::EventSample(e) if Some(e.event) == waking => self.timeline.wakeup(
                 WakerKey {
@@ -266,6 +273,7 @@ impl OffCpuBuilder {
             })
             .collect();
         waits.sort_unstable_by_key(|w| (w.from, w.tid, w.pid));
+        let has_wakeups = self.wakers.is_some();
         let wakers = self.wakers.map(|acc| {
             wakers::pair(
                 acc.finish(processes, resolver, unwinder),
@@ -275,6 +283,8 @@ impl OffCpuBuilder {
                 (assignment.woken_ns, assignment.unwoken_ns),
             )
         });
+        let latency = has_wakeups
+            .then(|| latency::measure(assignment.latencies, assignment.switch_outs, stack_of));
         let mut threads: Vec<OffCpuThread> = assignment
             .threads
             .into_iter()
@@ -302,6 +312,7 @@ impl OffCpuBuilder {
             threads,
             wakers,
             waits,
+            latency,
         }
     }
 }

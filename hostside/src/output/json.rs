@@ -11,7 +11,7 @@ use crate::analysis::thread_timeline::ThreadTimeline;
 use crate::diagnostics::Diagnostic;
 use crate::filter::Window;
 use crate::output::context::ReportContext;
-use crate::output::{heap_json, info, off_cpu, timeline};
+use crate::output::{heap_json, info, latency, off_cpu, timeline};
 
 /// The sections of `report --json` besides the recording's CPU profile, each present when
 /// the recording has what it needs.
@@ -46,6 +46,9 @@ pub fn report(
         c.mappings = Some(e.mappings.iter().map(MappingJson::from).collect());
     }
     report.off_cpu = sections.off_cpu.map(|w| off_cpu::json(w, top));
+    report.latency = sections
+        .off_cpu
+        .and_then(|w| latency::json(w, ctx.header.start_clock_ns));
     report.timeline = sections
         .timeline
         .map(|t| timeline::json(t, ctx.header.start_clock_ns));
@@ -124,6 +127,7 @@ fn base(
                 .collect(),
         }),
         off_cpu: None,
+        latency: None,
         heap: heap.map(|p| heap_json::heap_json(p, top, h.start_clock_ns)),
         timeline: None,
     }
@@ -142,6 +146,9 @@ pub struct ReportJson {
     pub cpu: Option<CpuJson>,
     /// Off-CPU time, or null when not recorded.
     pub off_cpu: Option<crate::output::off_cpu::OffCpuJson>,
+    /// Each woken thread's scheduling latency (wakeup to running), or null when the recording
+    /// has no wakeups (`rec --off-cpu` as root).
+    pub latency: Option<Vec<crate::output::latency::LatencyJson>>,
     /// Heap analysis, or null when not recorded.
     pub heap: Option<crate::output::heap_json::HeapJson>,
     /// Each thread's running and waiting time over the recording, in slices (see

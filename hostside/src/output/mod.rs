@@ -13,6 +13,7 @@ pub mod heap_text;
 pub mod html;
 pub mod info;
 pub mod json;
+pub mod latency;
 pub mod leak_check;
 pub mod off_cpu;
 pub mod process_table;

@@ -1,0 +1,249 @@
+//! Scheduling latency: for each thread of a `rec --off-cpu` recording with wakeups, how long
+//! it waited for a CPU after being woken, and for its worst wakeups, what ran on that CPU
+//! instead.
+//!
+//! A wakeup's latency runs from the `sched_waking` sample that woke a blocked thread to the
+//! thread's next switch-in ([`crate::analysis::off_cpu`] pairs them). What ran instead is the
+//! thread that left the woken thread's CPU at that switch-in: the scheduler switches the two in
+//! one call, so that switch-out lies within [`SAME_SWITCH_NS`] of the switch-in. Its stack is
+//! the one its own wait from then on is charged to: in `exact` recordings the stack it was
+//! preempted in. A CPU that was idle or ran a process outside the recording has no such
+//! switch-out, and the wakeup says so.
+//!
+//! cyclictest measures from the timer's expiry to its own clock read after waking, which adds
+//! the timer interrupt's entry and the return to user space (its `Min` on an idle machine) to
+//! what is measured here.
+
+use std::collections::HashMap;
+
+use crate::analysis::off_cpu::{Blocked, SwitchOut, WakeupLatency};
+
+/// How far apart the switch-out of the thread that ran before and the switch-in of the woken
+/// thread may be recorded to count as one context switch. perf stamps both in the same
+/// scheduler call, microseconds apart.
+pub const SAME_SWITCH_NS: u64 = 100_000;
+
+/// The worst wakeups kept per thread.
+pub const WORST_PER_THREAD: usize = 5;
+
+/// One bucket of a latency histogram: wakeups whose latency is below `upto_ns` and at least
+/// the previous bucket's bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    /// Exclusive upper bound, nanoseconds (powers of two times a microsecond).
+    pub upto_ns: u64,
+    /// Wakeups in it.
+    pub count: u64,
+}
+
+/// What ran on the CPU while a woken thread waited for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instead {
+    /// Its process id.
+    pub pid: u32,
+    /// Its thread id.
+    pub tid: u32,
+    /// Its stack when it left the CPU, as an index into the off-CPU profile's stacks (none
+    /// when the thread had never been sampled).
+    pub stack: Option<u32>,
+}
+
+/// One of a thread's worst wakeups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Worst {
+    /// When the wakeup was sampled (board clock, ns).
+    pub woken: u64,
+    /// Wakeup to switch-in, nanoseconds.
+    pub latency_ns: u64,
+    /// The CPU the thread then ran on.
+    pub cpu: u32,
+    /// What ran on it until then, when the recording saw it.
+    pub instead: Option<Instead>,
+}
+
+/// One thread's wakeup latencies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadLatency {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Wakeups of the thread from a blocked wait.
+    pub wakeups: u64,
+    /// Mean latency, nanoseconds.
+    pub mean_ns: u64,
+    /// Median, nanoseconds (the lower of the two middle values).
+    pub p50_ns: u64,
+    /// 99th percentile (nearest rank), nanoseconds.
+    pub p99_ns: u64,
+    /// The largest, nanoseconds.
+    pub max_ns: u64,
+    /// Histogram, from below 1 µs up to the bucket holding the largest.
+    pub histogram: Vec<Bucket>,
+    /// The worst wakeups, worst first.
+    pub worst: Vec<Worst>,
+}
+
+/// Every thread's latencies, most wakeups first.
+pub type Latencies = Vec<ThreadLatency>;
+
+/// Measures the latencies of `wakeups` and names, for each thread's worst, what ran instead
+/// among `switch_outs`. `stack_of` finds a switch-out's stack in the off-CPU profile.
+pub fn measure(
+    wakeups: Vec<WakeupLatency>,
+    mut switch_outs: Vec<SwitchOut>,
+    stack_of: impl Fn(&Blocked) -> Option<u32>,
+) -> Latencies {
+    switch_outs.sort_unstable_by_key(|s| (s.cpu, s.time));
+    let mut by_thread: HashMap<(u32, u32), Vec<WakeupLatency>> = HashMap::new();
+    for w in wakeups {
+        by_thread.entry((w.pid, w.tid)).or_default().push(w);
+    }
+    let mut threads: Latencies = by_thread
+        .into_iter()
+        .map(|((pid, tid), mut ws)| {
+            let ns = |w: &WakeupLatency| w.running.saturating_sub(w.woken);
+            ws.sort_unstable_by_key(|w| (ns(w), w.woken));
+            let sorted: Vec<u64> = ws.iter().map(ns).collect();
+            let worst = ws
+                .iter()
+                .rev()
+                .take(WORST_PER_THREAD)
+                .map(|w| Worst {
+                    woken: w.woken,
+                    latency_ns: ns(w),
+                    cpu: w.cpu,
+                    instead: ran_instead(&switch_outs, w).map(|s| Instead {
+                        pid: s.blocked.0,
+                        tid: s.blocked.1,
+                        stack: stack_of(&s.blocked),
+                    }),
+                })
+                .collect();
+            summarize(pid, tid, &sorted, worst)
+        })
+        .collect();
+    threads.sort_by(|a, b| {
+        b.wakeups
+            .cmp(&a.wakeups)
+            .then(a.pid.cmp(&b.pid))
+            .then(a.tid.cmp(&b.tid))
+    });
+    threads
+}
+
+/// The statistics of one thread's latencies, `sorted` ascending (at least one).
+fn summarize(pid: u32, tid: u32, sorted: &[u64], worst: Vec<Worst>) -> ThreadLatency {
+    let n = sorted.len();
+    let rank = |p: usize| sorted[(n * p).div_ceil(100).clamp(1, n) - 1];
+    let max_ns = sorted.last().copied().unwrap_or(0);
+    let mut histogram = Vec::new();
+    let mut upto = 1_000u64;
+    let mut i = 0;
+    loop {
+        let j = sorted.partition_point(|&v| v < upto);
+        histogram.push(Bucket {
+            upto_ns: upto,
+            count: (j - i) as u64,
+        });
+        i = j;
+        if i == n {
+            break;
+        }
+        upto = upto.saturating_mul(2);
+    }
+    ThreadLatency {
+        pid,
+        tid,
+        wakeups: n as u64,
+        mean_ns: (sorted.iter().map(|&v| u128::from(v)).sum::<u128>() / n.max(1) as u128) as u64,
+        p50_ns: rank(50),
+        p99_ns: rank(99),
+        max_ns,
+        histogram,
+        worst,
+    }
+}
+
+/// The thread that left `w`'s CPU as `w`'s thread entered it.
+fn ran_instead<'a>(switch_outs: &'a [SwitchOut], w: &WakeupLatency) -> Option<&'a SwitchOut> {
+    let end =
+        switch_outs.partition_point(|s| (s.cpu, s.time) <= (w.cpu, w.running + SAME_SWITCH_NS));
+    switch_outs[..end]
+        .iter()
+        .rev()
+        .take_while(|s| s.cpu == w.cpu && s.time + SAME_SWITCH_NS >= w.running)
+        .find(|s| s.blocked.1 != w.tid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::off_cpu::Provider;
+
+    fn wakeup(tid: u32, woken: u64, running: u64, cpu: u32) -> WakeupLatency {
+        WakeupLatency {
+            pid: 1,
+            tid,
+            woken,
+            running,
+            cpu,
+        }
+    }
+
+    fn out(tid: u32, time: u64, cpu: u32) -> SwitchOut {
+        SwitchOut {
+            cpu,
+            time,
+            blocked: (1, tid, Provider::Blocking(time - 1)),
+        }
+    }
+
+    #[test]
+    fn percentiles_histogram_and_worst() {
+        // 100 wakeups of thread 2: latencies 1..=100 µs.
+        let ws = (1..=100u64)
+            .map(|k| wakeup(2, k * 10_000_000, k * 10_000_000 + k * 1000, 0))
+            .collect();
+        let t = &measure(ws, Vec::new(), |_| None)[0];
+        assert_eq!((t.wakeups, t.max_ns), (100, 100_000));
+        assert_eq!((t.p50_ns, t.p99_ns), (50_000, 99_000));
+        assert_eq!(t.mean_ns, 50_500);
+        // Below 1 µs: none; [1, 2) µs: 1; [2, 4): 2; ... [64, 128): 37.
+        let counts: Vec<u64> = t.histogram.iter().map(|b| b.count).collect();
+        assert_eq!(counts, vec![0, 1, 2, 4, 8, 16, 32, 37]);
+        assert_eq!(t.histogram.last().map(|b| b.upto_ns), Some(128_000));
+        let worst: Vec<u64> = t.worst.iter().map(|w| w.latency_ns).collect();
+        assert_eq!(worst, vec![100_000, 99_000, 98_000, 97_000, 96_000]);
+    }
+
+    #[test]
+    fn what_ran_instead_is_what_left_that_cpu_at_the_switch_in() {
+        let ws = vec![
+            // Thread 2 woken at 1000, entered CPU 1 at 50_000: the hog (thread 9) left CPU 1
+            // at 49_990.
+            wakeup(2, 1_000, 50_000, 1),
+            // Woken at 200_000, entered CPU 0 at 210_000: nothing recorded left CPU 0 then
+            // (thread 9's switch-out on CPU 0 is long before).
+            wakeup(2, 200_000, 210_000, 0),
+        ];
+        let outs = vec![
+            out(9, 49_990, 1),
+            out(8, 49_995, 0),
+            out(2, 40_000, 1),
+            out(9, 5_000, 0),
+        ];
+        let t = &measure(ws, outs, |b| Some(b.1 * 10))[0];
+        assert_eq!(t.worst.len(), 2);
+        assert_eq!(
+            t.worst[0].instead,
+            Some(Instead {
+                pid: 1,
+                tid: 9,
+                stack: Some(90)
+            })
+        );
+        assert_eq!(t.worst[0].latency_ns, 49_000);
+        assert_eq!(t.worst[1].instead, None);
+    }
+}

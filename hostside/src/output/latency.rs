@@ -1,0 +1,249 @@
+//! The scheduling-latency report (`report --latency`) and its JSON section, `latency`: per
+//! thread, wakeup to running again (count, mean, p50, p99, max, a histogram), and for the
+//! worst wakeups what ran on that CPU instead, with its stack.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::analysis::cpu::CpuProfile;
+use crate::analysis::latency::{ThreadLatency, Worst};
+use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::output::text::frame_label;
+
+/// Threads the text report lists, by most wakeups.
+const TEXT_THREADS: usize = 10;
+/// Worst wakeups the text report shows per thread.
+const TEXT_WORST: usize = 3;
+/// User frames shown of a stack in the text report.
+const TEXT_FRAMES: usize = 5;
+
+/// One thread of the `latency` section of `report --json`.
+#[derive(Serialize)]
+pub struct LatencyJson {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub comm: String,
+    /// Wakeups from a blocked wait that the recording saw.
+    pub wakeups: u64,
+    /// Mean wakeup-to-running time, nanoseconds.
+    pub mean_ns: u64,
+    /// Median, nanoseconds.
+    pub p50_ns: u64,
+    /// 99th percentile (nearest rank), nanoseconds.
+    pub p99_ns: u64,
+    /// The largest, nanoseconds.
+    pub max_ns: u64,
+    /// Wakeups per latency bucket (powers of two from 1 µs), up to the largest.
+    pub histogram: Vec<BucketJson>,
+    /// The worst wakeups, worst first.
+    pub worst: Vec<WorstJson>,
+}
+
+/// One histogram bucket.
+#[derive(Serialize)]
+pub struct BucketJson {
+    /// Latencies below this (and at least the previous bucket's bound), nanoseconds.
+    pub upto_ns: u64,
+    /// How many.
+    pub count: u64,
+}
+
+/// One of the worst wakeups.
+#[derive(Serialize)]
+pub struct WorstJson {
+    /// When it was woken, seconds since the recording started.
+    pub time: f64,
+    /// Wakeup to running, nanoseconds.
+    pub latency_ns: u64,
+    /// The CPU it then ran on.
+    pub cpu: u32,
+    /// What ran on that CPU until then; null when nothing recorded did (an idle CPU, or a
+    /// process outside the recording).
+    pub instead: Option<InsteadJson>,
+}
+
+/// What ran instead.
+#[derive(Serialize)]
+pub struct InsteadJson {
+    /// Its process id.
+    pub pid: u32,
+    /// Its thread id.
+    pub tid: u32,
+    /// Its thread name.
+    pub comm: String,
+    /// Its functions when it left the CPU, innermost first (empty when never sampled).
+    pub stack: Vec<String>,
+}
+
+fn comm(p: &OffCpuProfile, tid: u32) -> String {
+    p.threads
+        .iter()
+        .find(|t| t.tid == tid)
+        .map(|t| t.comm.clone())
+        .unwrap_or_default()
+}
+
+fn names(p: &CpuProfile, stack: Option<u32>) -> Vec<String> {
+    stack
+        .and_then(|s| p.stacks.get(s as usize))
+        .map(|s| {
+            s.frames
+                .iter()
+                .map(|&f| p.table.get(f).function.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The JSON section, or `None` when the recording has no wakeups.
+pub fn json(p: &OffCpuProfile, start_ns: u64) -> Option<Vec<LatencyJson>> {
+    let threads = p.latency.as_ref()?;
+    let worst = |w: &Worst| WorstJson {
+        time: w.woken.saturating_sub(start_ns) as f64 / 1e9,
+        latency_ns: w.latency_ns,
+        cpu: w.cpu,
+        instead: w.instead.map(|i| InsteadJson {
+            pid: i.pid,
+            tid: i.tid,
+            comm: comm(p, i.tid),
+            stack: names(&p.profile, i.stack),
+        }),
+    };
+    Some(
+        threads
+            .iter()
+            .map(|t: &ThreadLatency| LatencyJson {
+                pid: t.pid,
+                tid: t.tid,
+                comm: comm(p, t.tid),
+                wakeups: t.wakeups,
+                mean_ns: t.mean_ns,
+                p50_ns: t.p50_ns,
+                p99_ns: t.p99_ns,
+                max_ns: t.max_ns,
+                histogram: t
+                    .histogram
+                    .iter()
+                    .map(|b| BucketJson {
+                        upto_ns: b.upto_ns,
+                        count: b.count,
+                    })
+                    .collect(),
+                worst: t.worst.iter().map(worst).collect(),
+            })
+            .collect(),
+    )
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e3)
+}
+
+/// The user frames of a stack, labelled, at most [`TEXT_FRAMES`].
+fn user_frames(p: &CpuProfile, stack: Option<u32>) -> String {
+    let Some(s) = stack.and_then(|s| p.stacks.get(s as usize)) else {
+        return "(never sampled)".into();
+    };
+    let kernel: usize = s
+        .addresses
+        .iter()
+        .filter(|a| a.kernel)
+        .map(|a| a.frames as usize)
+        .sum();
+    let labels: Vec<String> = s
+        .frames
+        .iter()
+        .skip(kernel)
+        .take(TEXT_FRAMES)
+        .map(|&f| frame_label(p.table.get(f)))
+        .collect();
+    if labels.is_empty() {
+        "(no user frames)".into()
+    } else {
+        labels.join(" <- ")
+    }
+}
+
+/// The text section. Says so when the recording has no wakeups.
+pub fn text(out: &mut dyn Write, p: &OffCpuProfile, start_ns: u64) -> io::Result<()> {
+    let Some(threads) = &p.latency else {
+        return writeln!(
+            out,
+            "\nScheduling latency: this recording has no wakeups (record with `rec --off-cpu` \
+             as root, or where sched:sched_waking is readable, without --no-wakeups)"
+        );
+    };
+    writeln!(
+        out,
+        "\nScheduling latency (wakeup to running, µs; {} threads woken, the {} with most wakeups)",
+        threads.len(),
+        threads.len().min(TEXT_THREADS)
+    )?;
+    writeln!(
+        out,
+        "  {:>8} {:>8} {:>8} {:>8} {:>8}  thread",
+        "wakeups", "mean", "p50", "p99", "max"
+    )?;
+    for t in threads.iter().take(TEXT_THREADS) {
+        writeln!(
+            out,
+            "  {:>8} {:>8} {:>8} {:>8} {:>8}  {} ({})",
+            t.wakeups,
+            us(t.mean_ns),
+            us(t.p50_ns),
+            us(t.p99_ns),
+            us(t.max_ns),
+            comm(p, t.tid),
+            t.tid
+        )?;
+    }
+    for t in threads.iter().take(TEXT_THREADS) {
+        writeln!(out, "\n  {} ({}): latency histogram", comm(p, t.tid), t.tid)?;
+        let most = t
+            .histogram
+            .iter()
+            .map(|b| b.count)
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        let mut from = 0;
+        for b in &t.histogram {
+            let bar = "#".repeat(((b.count * 40).div_ceil(most)) as usize);
+            writeln!(
+                out,
+                "    {:>9} - {:>9} µs {:>8}  {bar}",
+                us(from),
+                us(b.upto_ns),
+                b.count
+            )?;
+            from = b.upto_ns;
+        }
+        writeln!(out, "    worst wakeups:")?;
+        for w in t.worst.iter().take(TEXT_WORST) {
+            let at = w.woken.saturating_sub(start_ns) as f64 / 1e9;
+            match w.instead {
+                Some(i) => writeln!(
+                    out,
+                    "    {:>9} µs at {at:.3} s on CPU {}: {} ({}) ran instead, in {}",
+                    us(w.latency_ns),
+                    w.cpu,
+                    comm(p, i.tid),
+                    i.tid,
+                    user_frames(&p.profile, i.stack)
+                )?,
+                None => writeln!(
+                    out,
+                    "    {:>9} µs at {at:.3} s on CPU {}: nothing recorded ran there (idle, \
+                     or a process outside the recording)",
+                    us(w.latency_ns),
+                    w.cpu
+                )?,
+            }
+        }
+    }
+    Ok(())
+}
