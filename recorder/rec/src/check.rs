@@ -28,8 +28,23 @@ fn probe(kind: Kind) -> io::Result<()> {
 /// Whether `--off-cpu` can record who woke whom here: the wakeup tracepoint found in tracefs
 /// and opened on rec itself with its raw data.
 fn wakeups() -> Result<String, String> {
-    let tp = crate::perf::wakeup::find()?;
-    let a = crate::perf::wakeup::attr(
+    sampleable(crate::perf::wakeup::find()?)
+}
+
+/// Whether `-e syscalls` can record here: both system call tracepoints found, the entry
+/// opened on rec itself.
+fn syscalls() -> Result<String, String> {
+    crate::perf::tracepoint::find("raw_syscalls", "sys_exit", "ret")?;
+    sampleable(crate::perf::tracepoint::find(
+        "raw_syscalls",
+        "sys_enter",
+        "id",
+    )?)
+}
+
+/// Whether `tp` opens on rec itself with its raw data: its name, or why not.
+fn sampleable(tp: crate::perf::tracepoint::Tracepoint) -> Result<String, String> {
+    let a = crate::perf::tracepoint::attr(
         &tp,
         PerfEventAttr {
             size: attr::ATTR_SIZE,
@@ -146,6 +161,16 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
         Err(why) => writeln!(
             w,
             "wakeups              no: {why}; --off-cpu records waits without their wakers"
+        )?,
+    }
+    match syscalls() {
+        Ok(_) => writeln!(
+            w,
+            "system calls         yes (raw_syscalls): -e syscalls records each call"
+        )?,
+        Err(why) => writeln!(
+            w,
+            "system calls         no: {why}; -e syscalls cannot record"
         )?,
     }
     let dir = match out.parent() {

@@ -30,7 +30,10 @@ Options:
                         faulting address: the report names the mapping it falls in);
                         context-switches (every switch; needs perf_event_paranoid <= 1);
                         cycles, instructions, cache-misses, branch-misses (where the
-                        board has a hardware PMU)
+                        board has a hardware PMU); syscalls (every system call with its
+                        number, duration, result and the stack that made it, beside
+                        CPU sampling: hostside report --syscalls; needs root or
+                        CAP_PERFMON and tracefs; the stack copy is --off-cpu-stack)
       --call-graph MODE how call stacks are captured [default: dwarf; fp when the first
                         -e event is a fault or context-switches event: those come in bursts
                         that stack copies overflow (24 KiB copies lose 95% of a 64 MiB
@@ -145,6 +148,8 @@ pub struct Options {
     pub wakeups: bool,
     /// The events to sample (`-e`), the main one first.
     pub events: Vec<Kind>,
+    /// Record every system call with its stack (`-e syscalls`).
+    pub syscalls: bool,
     /// Bound on the recording's disk use in bytes (`--max-size`): segment files.
     pub max_size: Option<u64>,
 }
@@ -170,6 +175,7 @@ impl Options {
             off_cpu: self.off_cpu,
             off_cpu_stack: self.off_cpu_stack,
             wakeups: self.wakeups,
+            syscalls: self.syscalls,
             events: self.events.clone(),
         }
     }
@@ -192,6 +198,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut off_cpu_stack = crate::perf::off_cpu::DEFAULT_STACK;
     let mut wakeups = true;
     let mut events = vec![Kind::CpuClock];
+    let mut syscalls = false;
     let mut check = false;
     let mut all = false;
     let mut max_size = None;
@@ -248,7 +255,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             }
             Long("check") => check = true,
             Short('e') | Long("event") => {
-                events = kind::parse_list(&p.value().map_err(err)?.string().map_err(err)?)?;
+                let list = p.value().map_err(err)?.string().map_err(err)?;
+                let (rest, with_syscalls) = split_syscalls(&list);
+                syscalls |= with_syscalls;
+                if !with_syscalls || !rest.is_empty() {
+                    events = kind::parse_list(&rest)?;
+                }
             }
             Short('p') | Long("pid") => {
                 pid = Some(p.value().map_err(err)?.parse::<u32>().map_err(err)?)
@@ -297,8 +309,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if heap && max_size.is_some() {
         return Err("--max-size cannot bound a --heap recording: heap events refer to allocations in earlier segments".into());
     }
-    if !heap && !cpu && !off_cpu {
-        return Err("--no-cpu leaves nothing to record: add --heap or --off-cpu".into());
+    if !heap && !cpu && !off_cpu && !syscalls {
+        return Err(
+            "--no-cpu leaves nothing to record: add --heap, --off-cpu or -e syscalls".into(),
+        );
     }
     let main_event = events.first().copied().unwrap_or(Kind::CpuClock);
     let every_event_call_graph = call_graph.unwrap_or(CallGraph::Fp);
@@ -317,8 +331,21 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         off_cpu_stack,
         wakeups,
         events,
+        syscalls,
         max_size,
     }))
+}
+
+/// `-e`'s list without `syscalls`, and whether it named it: system calls are recorded beside
+/// the sampled events, not as one.
+fn split_syscalls(list: &str) -> (String, bool) {
+    let names: Vec<&str> = list.split(',').map(str::trim).collect();
+    let rest: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| *n != "syscalls" && !n.is_empty())
+        .collect();
+    (rest.join(","), names.contains(&"syscalls"))
 }
 
 #[cfg(test)]
@@ -460,7 +487,17 @@ mod tests {
         let o = run(&["--off-cpu", "./app"]).unwrap();
         assert!(o.off_cpu && o.cpu);
         assert_eq!(o.off_cpu_stack, 2048);
-        assert!(o.wakeups);
+        assert!(o.wakeups && !o.syscalls);
+        let o = run(&["-e", "syscalls", "./app"]).unwrap();
+        assert!(o.syscalls && o.events == vec![Kind::CpuClock]);
+        let o = run(&["-e", "task-clock,syscalls", "./app"]).unwrap();
+        assert!(o.syscalls && o.events == vec![Kind::TaskClock]);
+        assert!(
+            run(&["--no-cpu", "-e", "syscalls", "./app"])
+                .unwrap()
+                .syscalls
+        );
+        assert!(run(&["-e", "syscalls,bogus", "./app"]).is_err());
         assert!(
             !run(&["--off-cpu", "--no-wakeups", "./app"])
                 .unwrap()

@@ -31,6 +31,8 @@ pub enum RecError {
     HeapLibrary(String),
     /// `--heap` on a statically linked program, which nothing can be preloaded into.
     StaticProgram(String),
+    /// `-e syscalls` where the kernel does not let rec sample the system call tracepoints.
+    Syscalls(String),
 }
 
 impl fmt::Display for RecError {
@@ -78,6 +80,10 @@ impl fmt::Display for RecError {
             RecError::StaticProgram(p) => write!(
                 f,
                 "--heap: {p} is statically linked, so the heap library cannot be preloaded into it; rebuild it dynamically linked"
+            ),
+            RecError::Syscalls(why) => write!(
+                f,
+                "-e syscalls: {why}; system calls are read from tracefs's raw_syscalls tracepoints, which need root or CAP_PERFMON and tracefs mounted (`mount -t tracefs nodev /sys/kernel/tracing`); rec --check says what this board allows"
             ),
         }
     }

@@ -11,6 +11,7 @@ use super::kind::{self, Kind, Secondary};
 use super::off_cpu;
 use super::regs;
 use super::ring::Ring;
+use super::{syscalls, timers};
 use crate::error::RecError;
 use crate::procfs;
 
@@ -47,6 +48,8 @@ pub struct Request {
     pub off_cpu_stack: u32,
     /// Record who woke whom with `off_cpu`, where the kernel allows.
     pub wakeups: bool,
+    /// Record every system call with its stack (`-e syscalls`).
+    pub syscalls: bool,
 }
 
 impl Request {
@@ -387,6 +390,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
                 kernel: settings.kernel,
                 ring_bytes: req.ring_pages(page_size) * page_size,
                 tracepoint: None,
+                stackless: false,
             });
         }
     }
@@ -405,14 +409,31 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
         let waking = req
             .wakeups
             .then(|| off_cpu::waking(req.call_graph, req.off_cpu_stack, on_exec, page_size));
-        if let Some(w) = waking.flatten() {
-            let first = (tids.first(), cpus.first());
-            if let (Some(&tid), Some(&cpu)) = first {
-                if attr::open(&w.attr(), tid as i32, cpu as i32).is_ok() {
-                    secondaries.push(w);
-                }
+        let opens = |s: &Secondary| match (tids.first(), cpus.first()) {
+            (Some(&tid), Some(&cpu)) => attr::open(&s.attr(), tid as i32, cpu as i32).is_ok(),
+            _ => false,
+        };
+        if let Some(w) = waking.flatten().filter(opens) {
+            secondaries.push(w);
+            // The sleep timers, so that a wakeup's latency runs from when its timer was due.
+            if let Some(t) = timers::event(on_exec, page_size).ok().filter(opens) {
+                secondaries.push(t);
             }
         }
+    }
+    if req.syscalls {
+        let [enter, exit] = syscalls::events(req.call_graph, req.off_cpu_stack, on_exec, page_size)
+            .map_err(RecError::Syscalls)?;
+        if let (Some(&tid), Some(&cpu)) = (tids.first(), cpus.first()) {
+            if let Err(e) = attr::open(&enter.attr(), tid as i32, cpu as i32) {
+                return Err(RecError::Syscalls(format!(
+                    "{} is there but cannot be sampled ({e})",
+                    syscalls::ENTER
+                )));
+            }
+        }
+        secondaries.push(enter);
+        secondaries.push(exit);
     }
     for sec in secondaries {
         let attr = sec.attr();
@@ -502,6 +523,7 @@ mod tests {
             off_cpu: false,
             off_cpu_stack: 8192,
             wakeups: false,
+            syscalls: false,
             events: vec![Kind::CpuClock],
         }
     }

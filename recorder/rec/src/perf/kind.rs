@@ -143,7 +143,8 @@ pub fn layout(kind: Kind, call_graph: super::call_graph::CallGraph) -> super::pa
         },
         stack: matches!(call_graph, super::call_graph::CallGraph::Dwarf(_)),
         addr: kind.is_fault(),
-        raw_tid_at: None,
+        raw: None,
+        no_callchain: false,
     }
 }
 
@@ -165,9 +166,12 @@ pub struct Secondary {
     pub kernel: bool,
     /// Ring size, for the wake-up watermark.
     pub ring_bytes: usize,
-    /// Sample this tracepoint instead of `kind` (who woke whom: `kind` then only says how
-    /// the samples are taken, at every event).
-    pub tracepoint: Option<super::wakeup::Tracepoint>,
+    /// Sample this tracepoint instead of `kind` (who woke whom, system calls: `kind` then
+    /// only says how the samples are taken, at every event).
+    pub tracepoint: Option<super::tracepoint::Tracepoint>,
+    /// Samples carry only their time, thread, CPU and the tracepoint's field: no call chain,
+    /// registers or stack (a system call's exit, whose stack is its entry's).
+    pub stackless: bool,
 }
 
 impl Secondary {
@@ -182,7 +186,12 @@ impl Secondary {
     /// How its samples are laid out.
     pub fn layout(&self) -> super::parse::Layout {
         let mut l = layout(self.kind, self.call_graph);
-        l.raw_tid_at = self.tracepoint.as_ref().map(|tp| tp.tid_offset);
+        l.raw = self.tracepoint.as_ref().map(|tp| tp.field);
+        if self.stackless {
+            l.regs_mask = 0;
+            l.stack = false;
+            l.no_callchain = true;
+        }
         l
     }
 
@@ -228,14 +237,16 @@ impl Secondary {
         if self.kind.is_fault() {
             a.sample_type |= sample::ADDR;
         }
-        if let super::call_graph::CallGraph::Dwarf(_) = self.call_graph {
+        if self.stackless {
+            a.sample_type &= !sample::CALLCHAIN;
+        } else if let super::call_graph::CallGraph::Dwarf(_) = self.call_graph {
             a.sample_type |= sample::REGS_USER | sample::STACK_USER;
             a.sample_regs_user = super::regs::USER_MASK;
             a.sample_stack_user = self.stack_bytes;
             a.flags |= flag::EXCLUDE_CALLCHAIN_USER;
         }
         match &self.tracepoint {
-            Some(tp) => super::wakeup::attr(tp, a),
+            Some(tp) => super::tracepoint::attr(tp, a),
             None => a,
         }
     }

@@ -9,4 +9,7 @@ pub mod off_cpu;
 pub mod parse;
 pub mod regs;
 pub mod ring;
+pub mod syscalls;
+pub mod timers;
+pub mod tracepoint;
 pub mod wakeup;

@@ -68,6 +68,7 @@ pub fn secondary(
         kernel: true,
         ring_bytes: ring_pages(stack_bytes, page_size) * page_size,
         tracepoint: None,
+        stackless: false,
     }
 }
 

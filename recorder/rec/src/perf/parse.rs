@@ -5,6 +5,8 @@
 
 use crossprof_format::{callchain, Comm, Lost, Mmap, Record, Sample, Switch, Task};
 
+use super::tracepoint::RawField;
+
 const RECORD_MMAP2: u32 = 10;
 const RECORD_LOST: u32 = 2;
 const RECORD_COMM: u32 = 3;
@@ -78,9 +80,11 @@ pub struct Layout {
     pub stack: bool,
     /// Whether samples carry a data address (fault events).
     pub addr: bool,
-    /// Samples carry raw tracepoint data with a thread id at this offset (wakeups), which
-    /// becomes the sample's `addr`: the woken thread.
-    pub raw_tid_at: Option<u16>,
+    /// Samples carry raw tracepoint data with this field, which becomes the sample's `addr`
+    /// (a wakeup's woken thread, a system call's number or return value).
+    pub raw: Option<RawField>,
+    /// Samples carry no call chain (events sampled only for their time and raw data).
+    pub no_callchain: bool,
 }
 
 /// Whether `raw` is a SAMPLE record (for [`decode_sample_into`]).
@@ -129,7 +133,11 @@ fn sample_into(raw: &[u8], layout: Layout, s: &mut Sample) -> Option<()> {
     s.cpu = c.u32()?;
     let _res = c.u32()?;
     s.period = c.u64()?;
-    let nr = c.u64()? as usize;
+    let nr = if layout.no_callchain {
+        0
+    } else {
+        c.u64()? as usize
+    };
     let ips = c.bytes(nr.checked_mul(8)?)?;
     s.kernel_chain.clear();
     s.user_chain.clear();
@@ -139,11 +147,9 @@ fn sample_into(raw: &[u8], layout: Layout, s: &mut Sample) -> Option<()> {
         u64::from_ne_bytes(b)
     });
     callchain::split(words, &mut s.kernel_chain, &mut s.user_chain);
-    if let Some(at) = layout.raw_tid_at {
+    if let Some(field) = layout.raw {
         let n = c.u32()? as usize;
-        let raw = c.bytes(n)?;
-        let at = at as usize;
-        s.addr = u32::from_ne_bytes(raw.get(at..at + 4)?.try_into().ok()?).into();
+        s.addr = field.read(c.bytes(n)?)?;
     }
     s.regs_mask = 0;
     s.regs.clear();
@@ -331,7 +337,8 @@ mod tests {
             regs_mask: 0b111,
             stack: true,
             addr: false,
-            raw_tid_at: None,
+            raw: None,
+            no_callchain: false,
         };
         let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b), layout) else {
             panic!("not a sample")
@@ -354,7 +361,8 @@ mod tests {
             regs_mask: 0b11,
             stack: true,
             addr: false,
-            raw_tid_at: None,
+            raw: None,
+            no_callchain: false,
         };
         let sample = |abi: u64, stack: &[u8], chain: &[u64]| {
             let mut b = Vec::new();
@@ -409,7 +417,11 @@ mod tests {
         b.extend_from_slice(&[0; 8]);
         b.extend_from_slice(&4242u32.to_ne_bytes());
         let layout = Layout {
-            raw_tid_at: Some(8),
+            raw: Some(RawField {
+                offset: 8,
+                size: 4,
+                signed: true,
+            }),
             ..Layout::default()
         };
         let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b), layout) else {
@@ -418,10 +430,42 @@ mod tests {
         assert_eq!((s.tid, s.addr), (8, 4242));
         // An offset past the raw data: not decodable, never read past it.
         let layout = Layout {
-            raw_tid_at: Some(10),
+            raw: Some(RawField {
+                offset: 10,
+                size: 4,
+                signed: true,
+            }),
             ..Layout::default()
         };
         assert_eq!(decode(&rec(RECORD_SAMPLE, 0, &b), layout), None);
+    }
+
+    #[test]
+    fn a_system_call_exit_has_no_chain_and_a_signed_return_value() {
+        let mut b = Vec::new();
+        // IP, pid and tid, time, CPU, period: no chain follows.
+        for w in [0x1000u64, (8u64 << 32) | 7, 99, 1, 1] {
+            b.extend_from_slice(&w.to_ne_bytes());
+        }
+        // Raw data: common fields, then `long id` and `long ret` (EBADF).
+        b.extend_from_slice(&24u32.to_ne_bytes());
+        b.extend_from_slice(&[0; 8]);
+        b.extend_from_slice(&1i64.to_ne_bytes());
+        b.extend_from_slice(&(-9i64).to_ne_bytes());
+        let layout = Layout {
+            raw: Some(RawField {
+                offset: 16,
+                size: 8,
+                signed: true,
+            }),
+            no_callchain: true,
+            ..Layout::default()
+        };
+        let Some(Record::Sample(s)) = decode(&rec(RECORD_SAMPLE, 0, &b), layout) else {
+            panic!("not a sample")
+        };
+        assert_eq!((s.time, s.addr as i64), (99, -9));
+        assert!(s.kernel_chain.is_empty() && s.user_chain.is_empty());
     }
 
     #[test]
