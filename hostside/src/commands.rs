@@ -93,7 +93,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             } else if let Some(e) = &chosen {
                 o::event::report(&mut out, &ctx, e, top)?;
             } else if let (true, Some(w)) = (latency, waits) {
-                o::latency::text(&mut out, w, origin)?;
+                o::latency::text(&mut out, w, &l.cpu, origin)?;
             } else if let (true, Some(w)) = (off_cpu, waits) {
                 off_cpu_text::report(&mut out, &ctx, w, top)?;
                 if let Some(t) = l.opened.timeline(None) {

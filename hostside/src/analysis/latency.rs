@@ -1,18 +1,22 @@
 //! Scheduling latency: for each thread of a `rec --off-cpu` recording with wakeups, how long
-//! it waited for a CPU after being woken, and for its worst wakeups, what ran on that CPU
-//! instead.
+//! it waited for a CPU after it was due to run, and for its worst wakeups, what ran on that
+//! CPU instead.
 //!
-//! A wakeup's latency runs from the `sched_waking` sample that woke a blocked thread to the
-//! thread's next switch-in ([`crate::analysis::off_cpu`] pairs them). What ran instead is the
-//! thread that left the woken thread's CPU at that switch-in: the scheduler switches the two in
-//! one call, so that switch-out lies within [`SAME_SWITCH_NS`] of the switch-in. Its stack is
-//! the one its own wait from then on is charged to: in `exact` recordings the stack it was
-//! preempted in. A CPU that was idle or ran a process outside the recording has no such
-//! switch-out, and the wakeup says so.
+//! A wakeup's latency runs from when the thread was due to its next switch-in
+//! ([`crate::analysis::off_cpu`] pairs them). A thread that slept until a time (it armed a
+//! timer just before it blocked, and that timer woke it) was due when the timer was due
+//! (`softexpires`), as cyclictest counts, so that a late timer interrupt is part of the
+//! latency; any other wakeup is due at the `sched_waking` sample. What ran instead is the
+//! recorded thread with the most CPU samples on the woken thread's CPU while it waited, shown
+//! in its last one; a wait too short for a sample takes the thread that left that CPU at the
+//! switch-in (the scheduler switches the two in one call, so that switch-out lies within
+//! [`SAME_SWITCH_NS`] of the switch-in), shown in the stack it left with. A CPU that was idle
+//! or ran a process outside the recording has neither, and the wakeup says so.
 //!
-//! cyclictest measures from the timer's expiry to its own clock read after waking, which adds
-//! the timer interrupt's entry and the return to user space (its `Min` on an idle machine) to
-//! what is measured here.
+//! cyclictest reads the clock after it returns to user space, which adds the return from the
+//! system call (a few microseconds) to what is measured here. For a thread without real-time
+//! priority the kernel may also fire its timer up to the timer slack (50 µs by default)
+//! after it was due; both count here as they do for cyclictest.
 
 use std::collections::HashMap;
 
@@ -43,8 +47,11 @@ pub struct Instead {
     pub pid: u32,
     /// Its thread id.
     pub tid: u32,
+    /// The time of its last CPU sample on that CPU while the woken thread waited: the stack
+    /// it ran in then, found in the CPU profile by thread and time.
+    pub sample: Option<u64>,
     /// Its stack when it left the CPU, as an index into the off-CPU profile's stacks (none
-    /// when the thread had never been sampled).
+    /// when the thread had never been sampled): shown when no CPU sample fell in the wait.
     pub stack: Option<u32>,
 }
 
@@ -53,7 +60,11 @@ pub struct Instead {
 pub struct Worst {
     /// When the wakeup was sampled (board clock, ns).
     pub woken: u64,
-    /// Wakeup to switch-in, nanoseconds.
+    /// When the thread was due (its timer's expiry, or the wakeup).
+    pub due: u64,
+    /// Whether it was due by a timer.
+    pub timer: bool,
+    /// Due to switch-in, nanoseconds.
     pub latency_ns: u64,
     /// The CPU the thread then ran on.
     pub cpu: u32,
@@ -70,6 +81,8 @@ pub struct ThreadLatency {
     pub tid: u32,
     /// Wakeups of the thread from a blocked wait.
     pub wakeups: u64,
+    /// Of them, those due by a sleep timer.
+    pub timer_wakeups: u64,
     /// Mean latency, nanoseconds.
     pub mean_ns: u64,
     /// Median, nanoseconds (the lower of the two middle values).
@@ -88,13 +101,15 @@ pub struct ThreadLatency {
 pub type Latencies = Vec<ThreadLatency>;
 
 /// Measures the latencies of `wakeups` and names, for each thread's worst, what ran instead
-/// among `switch_outs`. `stack_of` finds a switch-out's stack in the off-CPU profile.
+/// among `on_cpu` ((CPU, time, thread, process) of every CPU sample) or `switch_outs`. `stack_of` finds a switch-out's stack in the off-CPU profile.
 pub fn measure(
     wakeups: Vec<WakeupLatency>,
     mut switch_outs: Vec<SwitchOut>,
+    mut on_cpu: Vec<(u32, u64, u32, u32)>,
     stack_of: impl Fn(&Blocked) -> Option<u32>,
 ) -> Latencies {
     switch_outs.sort_unstable_by_key(|s| (s.cpu, s.time));
+    on_cpu.sort_unstable();
     let mut by_thread: HashMap<(u32, u32), Vec<WakeupLatency>> = HashMap::new();
     for w in wakeups {
         by_thread.entry((w.pid, w.tid)).or_default().push(w);
@@ -102,7 +117,7 @@ pub fn measure(
     let mut threads: Latencies = by_thread
         .into_iter()
         .map(|((pid, tid), mut ws)| {
-            let ns = |w: &WakeupLatency| w.running.saturating_sub(w.woken);
+            let ns = |w: &WakeupLatency| w.running.saturating_sub(w.due);
             ws.sort_unstable_by_key(|w| (ns(w), w.woken));
             let sorted: Vec<u64> = ws.iter().map(ns).collect();
             let worst = ws
@@ -111,16 +126,23 @@ pub fn measure(
                 .take(WORST_PER_THREAD)
                 .map(|w| Worst {
                     woken: w.woken,
+                    due: w.due,
+                    timer: w.timer,
                     latency_ns: ns(w),
                     cpu: w.cpu,
-                    instead: ran_instead(&switch_outs, w).map(|s| Instead {
-                        pid: s.blocked.0,
-                        tid: s.blocked.1,
-                        stack: stack_of(&s.blocked),
+                    instead: sampled_instead(&on_cpu, w).or_else(|| {
+                        switched_instead(&switch_outs, w).map(|s| Instead {
+                            pid: s.blocked.0,
+                            tid: s.blocked.1,
+                            sample: None,
+                            stack: stack_of(&s.blocked),
+                        })
                     }),
                 })
                 .collect();
-            summarize(pid, tid, &sorted, worst)
+            let mut t = summarize(pid, tid, &sorted, worst);
+            t.timer_wakeups = ws.iter().filter(|w| w.timer).count() as u64;
+            t
         })
         .collect();
     threads.sort_by(|a, b| {
@@ -156,6 +178,7 @@ fn summarize(pid: u32, tid: u32, sorted: &[u64], worst: Vec<Worst>) -> ThreadLat
         pid,
         tid,
         wakeups: n as u64,
+        timer_wakeups: 0,
         mean_ns: (sorted.iter().map(|&v| u128::from(v)).sum::<u128>() / n.max(1) as u128) as u64,
         p50_ns: rank(50),
         p99_ns: rank(99),
@@ -165,8 +188,31 @@ fn summarize(pid: u32, tid: u32, sorted: &[u64], worst: Vec<Worst>) -> ThreadLat
     }
 }
 
+/// The thread with the most CPU samples on `w`'s CPU while `w`'s thread waited (ties: the
+/// one sampled last), with its last sample there.
+fn sampled_instead(on_cpu: &[(u32, u64, u32, u32)], w: &WakeupLatency) -> Option<Instead> {
+    let lo = on_cpu.partition_point(|&(c, t, _, _)| (c, t) < (w.cpu, w.due));
+    let hi = on_cpu.partition_point(|&(c, t, _, _)| (c, t) <= (w.cpu, w.running));
+    let during = on_cpu.get(lo..hi)?;
+    let mut counts: HashMap<u32, (usize, u64, u32)> = HashMap::new();
+    for &(_, t, tid, pid) in during.iter().filter(|s| s.2 != w.tid) {
+        let e = counts.entry(tid).or_insert((0, t, pid));
+        e.0 += 1;
+        e.1 = t;
+    }
+    let (tid, (_, last, pid)) = counts
+        .into_iter()
+        .max_by_key(|&(tid, (n, last, _))| (n, last, tid))?;
+    Some(Instead {
+        pid,
+        tid,
+        sample: Some(last),
+        stack: None,
+    })
+}
+
 /// The thread that left `w`'s CPU as `w`'s thread entered it.
-fn ran_instead<'a>(switch_outs: &'a [SwitchOut], w: &WakeupLatency) -> Option<&'a SwitchOut> {
+fn switched_instead<'a>(switch_outs: &'a [SwitchOut], w: &WakeupLatency) -> Option<&'a SwitchOut> {
     let end =
         switch_outs.partition_point(|s| (s.cpu, s.time) <= (w.cpu, w.running + SAME_SWITCH_NS));
     switch_outs[..end]
@@ -185,6 +231,8 @@ mod tests {
         WakeupLatency {
             pid: 1,
             tid,
+            due: woken,
+            timer: false,
             woken,
             running,
             cpu,
@@ -205,7 +253,7 @@ mod tests {
         let ws = (1..=100u64)
             .map(|k| wakeup(2, k * 10_000_000, k * 10_000_000 + k * 1000, 0))
             .collect();
-        let t = &measure(ws, Vec::new(), |_| None)[0];
+        let t = &measure(ws, Vec::new(), Vec::new(), |_| None)[0];
         assert_eq!((t.wakeups, t.max_ns), (100, 100_000));
         assert_eq!((t.p50_ns, t.p99_ns), (50_000, 99_000));
         assert_eq!(t.mean_ns, 50_500);
@@ -218,7 +266,7 @@ mod tests {
     }
 
     #[test]
-    fn what_ran_instead_is_what_left_that_cpu_at_the_switch_in() {
+    fn what_ran_instead_is_what_held_that_cpu_while_it_waited() {
         let ws = vec![
             // Thread 2 woken at 1000, entered CPU 1 at 50_000: the hog (thread 9) left CPU 1
             // at 49_990.
@@ -233,14 +281,34 @@ mod tests {
             out(2, 40_000, 1),
             out(9, 5_000, 0),
         ];
-        let t = &measure(ws, outs, |b| Some(b.1 * 10))[0];
+        let t = &measure(ws.clone(), outs.clone(), Vec::new(), |b| Some(b.1 * 10))[0];
         assert_eq!(t.worst.len(), 2);
         assert_eq!(
             t.worst[0].instead,
             Some(Instead {
                 pid: 1,
                 tid: 9,
+                sample: None,
                 stack: Some(90)
+            })
+        );
+        // With CPU samples on CPU 1 while thread 2 waited (1_000..50_000): thread 7 twice,
+        // thread 9 once; before the wakeup and on CPU 0 they do not count.
+        let samples = vec![
+            (1, 500, 9, 1),
+            (1, 20_000, 7, 3),
+            (1, 30_000, 7, 3),
+            (1, 40_000, 9, 1),
+            (0, 30_000, 9, 1),
+        ];
+        let t = &measure(ws, outs, samples, |b| Some(b.1 * 10))[0];
+        assert_eq!(
+            t.worst[0].instead,
+            Some(Instead {
+                pid: 3,
+                tid: 7,
+                sample: Some(30_000),
+                stack: None
             })
         );
         assert_eq!(t.worst[0].latency_ns, 49_000);

@@ -82,11 +82,17 @@ pub struct WakeupLatency {
     pub pid: u32,
     /// The woken thread.
     pub tid: u32,
+    /// When the thread was due to run: when the sleep timer it armed before blocking was due,
+    /// if that timer woke it, else the wakeup (board clock, ns).
+    pub due: u64,
+    /// Whether `due` is a timer's expiry.
+    pub timer: bool,
     /// When the wakeup was sampled (board clock, ns).
     pub woken: u64,
     /// When the thread entered a CPU after it.
     pub running: u64,
-    /// The CPU it entered.
+    /// The CPU it entered ([`UNKNOWN_CPU`] when it never left one: its sleep's timer was
+    /// already due when it armed it).
     pub cpu: u32,
 }
 
@@ -156,6 +162,9 @@ pub struct Assignment {
     pub latencies: Vec<WakeupLatency>,
     /// Every switch-out (only where the recording has wakeups), in no particular order.
     pub switch_outs: Vec<SwitchOut>,
+    /// Every CPU sample as (CPU, time, thread, process) (only where the recording has
+    /// wakeups): what ran on a CPU while a woken thread waited for it.
+    pub on_cpu: Vec<(u32, u64, u32, u32)>,
 }
 
 /// One event of a thread: its time, what happened and the CPU it happened on.
@@ -167,6 +176,8 @@ pub struct Timeline {
     threads: HashMap<(u32, u32), Vec<TimedEvent>>,
     /// Wakeups by the woken thread's id.
     wakeups: HashMap<u32, Vec<WakerKey>>,
+    /// Timers armed, by the arming thread's id: (when, when due).
+    timers: HashMap<u32, Vec<(u64, u64)>>,
 }
 
 impl Timeline {
@@ -181,6 +192,12 @@ impl Timeline {
             .entry((pid, tid))
             .or_default()
             .push((time, event, cpu));
+    }
+
+    /// Adds a timer armed by thread `tid` at `time`, due at `due` (a sleep's timer, when it
+    /// is the last one armed before the thread blocks).
+    pub fn timer(&mut self, tid: u32, time: u64, due: u64) {
+        self.timers.entry(tid).or_default().push((time, due));
     }
 
     /// Adds a wakeup of thread `wakee` by the sample `waker`.
@@ -209,6 +226,7 @@ impl Timeline {
         let Timeline {
             threads,
             mut wakeups,
+            mut timers,
         } = self;
         let any_wakeups = !wakeups.is_empty();
         for ((pid, tid), mut events) in threads {
@@ -217,6 +235,8 @@ impl Timeline {
             }
             let mut woken_by = wakeups.remove(&tid).unwrap_or_default();
             woken_by.sort_unstable_by_key(|w| (w.time, w.tid));
+            let mut armed = timers.remove(&tid).unwrap_or_default();
+            armed.sort_unstable();
             // Samples sort before the switch at the same instant (the enum's order).
             events.sort_unstable();
             let mut times = ThreadTimes::default();
@@ -224,12 +244,19 @@ impl Timeline {
             let mut last_in: Option<u64> = None;
             let mut last_blocking: Option<u64> = None;
             let mut last_on_cpu: Option<u64> = None;
-            let mut open: Option<(u64, bool, Provider)> = None;
+            // The switch-out of the wait in progress: when, whether preempted, its stack, and
+            // the switch-in before it.
+            let mut open: Option<(u64, bool, Provider, Option<u64>)> = None;
             let mut ended: Option<u64> = None;
             for &(time, ev, cpu) in &events {
                 match ev {
                     Event::Start => {}
-                    Event::OnCpu => last_on_cpu = Some(time),
+                    Event::OnCpu => {
+                        last_on_cpu = Some(time);
+                        if any_wakeups {
+                            a.on_cpu.push((cpu, time, tid, pid));
+                        }
+                    }
                     Event::Blocking => last_blocking = Some(time),
                     Event::Out(preempt) => {
                         let fresh =
@@ -239,7 +266,7 @@ impl Timeline {
                             (None, Some(t)) => Provider::OnCpu(t),
                             (None, None) => Provider::Unknown,
                         };
-                        open = Some((time, preempt, provider));
+                        open = Some((time, preempt, provider, last_in));
                         if any_wakeups {
                             a.switch_outs.push(SwitchOut {
                                 cpu,
@@ -250,7 +277,7 @@ impl Timeline {
                     }
                     Event::In => {
                         last_in = Some(time);
-                        if let Some((out, preempt, provider)) = open.take() {
+                        if let Some((out, preempt, provider, ran_from)) = open.take() {
                             charge(
                                 &mut a,
                                 &mut times,
@@ -268,15 +295,37 @@ impl Timeline {
                                     Some(w) if w.time >= out => {
                                         a.wakers.insert(w, ((pid, tid, provider), ns));
                                         a.woken_ns += ns;
+                                        let due = sleep_timer(&armed, ran_from, out)
+                                            .filter(|&due| due <= w.time);
                                         a.latencies.push(WakeupLatency {
                                             pid,
                                             tid,
+                                            due: due.unwrap_or(w.time),
+                                            timer: due.is_some(),
                                             woken: w.time,
                                             running: time,
                                             cpu,
                                         });
                                     }
-                                    _ => a.unwoken_ns += ns,
+                                    _ => {
+                                        a.unwoken_ns += ns;
+                                        // Woken while no recorded thread ran (an idle CPU,
+                                        // another process): a sleep whose timer was due by
+                                        // the switch-in was ended by it.
+                                        let due = sleep_timer(&armed, ran_from, out)
+                                            .filter(|&due| due >= out && due <= time);
+                                        if let Some(due) = due {
+                                            a.latencies.push(WakeupLatency {
+                                                pid,
+                                                tid,
+                                                due,
+                                                timer: true,
+                                                woken: due,
+                                                running: time,
+                                                cpu,
+                                            });
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -284,10 +333,25 @@ impl Timeline {
                     Event::End => ended = Some(time),
                 }
             }
+            // A sleep's timer armed when it was already due: the thread did not block, and
+            // was running that late (cyclictest counts such a cycle, from its clock read).
+            for &(time, due) in armed.iter().filter(|&&(t, d)| d < t) {
+                if window.keeps_time(time) {
+                    a.latencies.push(WakeupLatency {
+                        pid,
+                        tid,
+                        due,
+                        timer: true,
+                        woken: due,
+                        running: time,
+                        cpu: UNKNOWN_CPU,
+                    });
+                }
+            }
             let stop = ended.unwrap_or(end).max(first);
             // Still away when the recording ended (not after the thread's exit: a dead
             // thread's last switch-out starts no wait).
-            if let (Some((out, preempt, provider)), None) = (open, ended) {
+            if let (Some((out, preempt, provider, _)), None) = (open, ended) {
                 if stop > out {
                     charge(
                         &mut a,
@@ -306,6 +370,14 @@ impl Timeline {
         }
         a
     }
+}
+
+/// When the last timer that `armed` (sorted) holds between the switch-in `ran_from` and the
+/// switch-out `out` was due: a sleep arms its timer just before it blocks.
+fn sleep_timer(armed: &[(u64, u64)], ran_from: Option<u64>, out: u64) -> Option<u64> {
+    let end = armed.partition_point(|&(t, _)| t <= out);
+    let &(time, due) = armed[..end].last()?;
+    ran_from.is_none_or(|i| time >= i).then_some(due)
 }
 
 /// Charges the wait from `out` to `back`, cut to `window`, to its stack.
@@ -425,6 +497,59 @@ mod tests {
             ((1, 2, Provider::Blocking(299)), 100)
         );
         assert_eq!((a.woken_ns, a.unwoken_ns), (200, 100));
+    }
+
+    #[test]
+    fn a_wakeup_is_due_when_the_sleep_timer_armed_before_the_wait_was() {
+        let mut t = Timeline::default();
+        let waker = |time| WakerKey {
+            pid: 1,
+            tid: 9,
+            time,
+        };
+        // Thread 2 sleeps 1000..2100 on a timer due at 2000 (armed at 900), woken at 2050 on
+        // CPU 1; then waits 3000..4100 with a timeout due at 9000 (armed at 2950) but is woken
+        // at 4000, before it: due at the wakeup. A timer armed during an earlier run (at
+        // 500, before the switch-in at 600) is not this wait's.
+        t.push_on(1, 2, 600, 0, Event::In);
+        t.timer(2, 500, 1500);
+        t.timer(2, 900, 2000);
+        t.push_on(1, 2, 1000, 0, Event::Out(false));
+        t.wakeup(waker(2050), 2);
+        t.push_on(1, 2, 2100, 1, Event::In);
+        t.timer(2, 2950, 9000);
+        t.push_on(1, 2, 3000, 1, Event::Out(false));
+        t.wakeup(waker(4000), 2);
+        t.push_on(1, 2, 4100, 0, Event::In);
+        // A sleep whose wakeup was not recorded (the CPU ran another process): due at 6000,
+        // running at 6300. A wait whose timer was not yet due when it ran again is no sleep.
+        t.timer(2, 4900, 6000);
+        t.push_on(1, 2, 5000, 0, Event::Out(false));
+        t.push_on(1, 2, 6300, 0, Event::In);
+        t.timer(2, 6900, 9999);
+        t.push_on(1, 2, 7000, 0, Event::Out(false));
+        t.push_on(1, 2, 7100, 0, Event::In);
+        // Already late when it armed its next sleep's timer (due 7150, armed at 7400): no wait.
+        t.timer(2, 7400, 7150);
+        let mut a = t.assign(10_000);
+        a.latencies.sort_unstable_by_key(|l| l.woken);
+        let got: Vec<(u64, bool, u64, u32)> = a
+            .latencies
+            .iter()
+            .map(|l| (l.due, l.timer, l.running - l.due, l.cpu))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2000, true, 100, 1),
+                (4000, false, 100, 0),
+                (6000, true, 300, 0),
+                (7150, true, 250, UNKNOWN_CPU)
+            ]
+        );
+        assert_eq!(a.switch_outs.len(), 4);
+        assert!(a.switch_outs.iter().all(|s| s.blocked.1 == 2));
+        assert_eq!(sleep_timer(&[(500, 1500)], Some(600), 1000), None);
     }
 
     #[test]

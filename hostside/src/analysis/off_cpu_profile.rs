@@ -24,6 +24,9 @@ use crate::unwinding::StackUnwinder;
 /// The header's name of the event whose samples are blocking stacks.
 pub const BLOCKING_EVENT: &str = "context-switches";
 
+/// The header's name of the event whose samples are timers armed, due at their `addr`.
+pub const TIMER_EVENT: &str = "timer:hrtimer_start";
+
 /// One thread's wall time, split.
 pub struct OffCpuThread {
     /// Process id.
@@ -96,6 +99,8 @@ pub struct OffCpuEvents {
     blocking: Option<u32>,
     /// The event index of the wakeups, if sampled.
     waking: Option<u32>,
+    /// The event index of the armed timers, if sampled.
+    timers: Option<u32>,
 }
 
 impl OffCpuEvents {
@@ -110,12 +115,17 @@ impl OffCpuEvents {
                 .position(|e| e == BLOCKING_EVENT)
                 .map(|i| i as u32),
             waking: wakers::event_index(&header.events),
+            timers: header
+                .events
+                .iter()
+                .position(|e| e == TIMER_EVENT)
+                .map(|i| i as u32),
         }
     }
 
     /// Keeps what `r` tells of a thread's switches, samples and wakeups.
     pub fn observe(&mut self, r: &Record) {
-        let (blocking, waking) = (self.blocking, self.waking);
+        let (blocking, waking, timers) = (self.blocking, self.waking, self.timers);
         match r {
             Record::Switch(s) => {
                 let ev = if s.out {
@@ -142,6 +152,11 @@ impl OffCpuEvents {
                 },
                 e.sample.addr as u32,
             ),
+            // A timer armed: the sample's `addr` is when it is due.
+            Record::EventSample(e) if Some(e.event) == timers => {
+                self.timeline
+                    .timer(e.sample.tid, e.sample.time, e.sample.addr)
+            }
             Record::Fork(t) => self.timeline.push(t.pid, t.tid, t.time, Event::Start),
             Record::Exit(t) => self.timeline.push(t.pid, t.tid, t.time, Event::End),
             Record::End(e) => self.end = self.end.max(e.time),
@@ -182,6 +197,7 @@ impl OffCpuBuilder {
             end,
             blocking,
             waking,
+            ..
         } = events;
         let end = end.max(header.start_clock_ns.saturating_add(duration_ns));
         OffCpuBuilder {
@@ -283,8 +299,14 @@ impl OffCpuBuilder {
                 (assignment.woken_ns, assignment.unwoken_ns),
             )
         });
-        let latency = has_wakeups
-            .then(|| latency::measure(assignment.latencies, assignment.switch_outs, stack_of));
+        let latency = has_wakeups.then(|| {
+            latency::measure(
+                assignment.latencies,
+                assignment.switch_outs,
+                assignment.on_cpu,
+                stack_of,
+            )
+        });
         let mut threads: Vec<OffCpuThread> = assignment
             .threads
             .into_iter()

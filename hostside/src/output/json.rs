@@ -48,7 +48,7 @@ pub fn report(
     report.off_cpu = sections.off_cpu.map(|w| off_cpu::json(w, top));
     report.latency = sections
         .off_cpu
-        .and_then(|w| latency::json(w, ctx.header.start_clock_ns));
+        .and_then(|w| latency::json(w, cpu, ctx.header.start_clock_ns));
     report.timeline = sections
         .timeline
         .map(|t| timeline::json(t, ctx.header.start_clock_ns));

@@ -2,13 +2,16 @@
 //! thread, wakeup to running again (count, mean, p50, p99, max, a histogram), and for the
 //! worst wakeups what ran on that CPU instead, with its stack.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
 
 use crate::analysis::cpu::CpuProfile;
-use crate::analysis::latency::{ThreadLatency, Worst};
+use crate::analysis::latency::{Instead, ThreadLatency, Worst};
+use crate::analysis::off_cpu::UNKNOWN_CPU;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::analysis::wakers::stacks_by_sample;
 use crate::output::text::frame_label;
 
 /// Threads the text report lists, by most wakeups.
@@ -29,7 +32,9 @@ pub struct LatencyJson {
     pub comm: String,
     /// Wakeups from a blocked wait that the recording saw.
     pub wakeups: u64,
-    /// Mean wakeup-to-running time, nanoseconds.
+    /// Of them, those due by a sleep timer (measured from its expiry).
+    pub timer_wakeups: u64,
+    /// Mean due-to-running time, nanoseconds.
     pub mean_ns: u64,
     /// Median, nanoseconds.
     pub p50_ns: u64,
@@ -57,10 +62,13 @@ pub struct BucketJson {
 pub struct WorstJson {
     /// When it was woken, seconds since the recording started.
     pub time: f64,
-    /// Wakeup to running, nanoseconds.
+    /// Due to running, nanoseconds.
     pub latency_ns: u64,
-    /// The CPU it then ran on.
-    pub cpu: u32,
+    /// What it was due by: `timer` (its sleep's timer expired) or `wakeup`.
+    pub due_by: &'static str,
+    /// The CPU it then ran on; null when it never left its CPU (its sleep's timer was
+    /// already due when armed).
+    pub cpu: Option<u32>,
     /// What ran on that CPU until then; null when nothing recorded did (an idle CPU, or a
     /// process outside the recording).
     pub instead: Option<InsteadJson>,
@@ -75,8 +83,11 @@ pub struct InsteadJson {
     pub tid: u32,
     /// Its thread name.
     pub comm: String,
-    /// Its functions when it left the CPU, innermost first (empty when never sampled).
+    /// Its functions, innermost first: from its CPU sample on that CPU while the woken
+    /// thread waited, else from when it left the CPU (empty when never sampled).
     pub stack: Vec<String>,
+    /// Which of the two `stack` is: `cpu-sample` or `switch-out`.
+    pub stack_from: &'static str,
 }
 
 fn comm(p: &OffCpuProfile, tid: u32) -> String {
@@ -85,6 +96,32 @@ fn comm(p: &OffCpuProfile, tid: u32) -> String {
         .find(|t| t.tid == tid)
         .map(|t| t.comm.clone())
         .unwrap_or_default()
+}
+
+/// Where the stack of what ran instead is: its CPU sample during the wait in the CPU profile,
+/// else its switch-out in the off-CPU profile.
+struct InsteadStacks<'a> {
+    cpu: &'a CpuProfile,
+    by_sample: HashMap<(u32, u64), u32>,
+    off_cpu: &'a CpuProfile,
+}
+
+impl<'a> InsteadStacks<'a> {
+    fn new(cpu: &'a CpuProfile, off_cpu: &'a CpuProfile) -> Self {
+        InsteadStacks {
+            cpu,
+            by_sample: stacks_by_sample(cpu),
+            off_cpu,
+        }
+    }
+
+    /// The profile and stack index to show for `i`, and whether it is a CPU sample.
+    fn of(&self, i: &Instead) -> (&'a CpuProfile, Option<u32>, bool) {
+        match i.sample.and_then(|t| self.by_sample.get(&(i.tid, t))) {
+            Some(&s) => (self.cpu, Some(s), true),
+            None => (self.off_cpu, i.stack, false),
+        }
+    }
 }
 
 fn names(p: &CpuProfile, stack: Option<u32>) -> Vec<String> {
@@ -99,18 +136,25 @@ fn names(p: &CpuProfile, stack: Option<u32>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The JSON section, or `None` when the recording has no wakeups.
-pub fn json(p: &OffCpuProfile, start_ns: u64) -> Option<Vec<LatencyJson>> {
+/// The JSON section, or `None` when the recording has no wakeups. `cpu` is the recording's
+/// CPU profile, where what ran instead was sampled.
+pub fn json(p: &OffCpuProfile, cpu: &CpuProfile, start_ns: u64) -> Option<Vec<LatencyJson>> {
     let threads = p.latency.as_ref()?;
+    let stacks = InsteadStacks::new(cpu, &p.profile);
     let worst = |w: &Worst| WorstJson {
         time: w.woken.saturating_sub(start_ns) as f64 / 1e9,
         latency_ns: w.latency_ns,
-        cpu: w.cpu,
-        instead: w.instead.map(|i| InsteadJson {
-            pid: i.pid,
-            tid: i.tid,
-            comm: comm(p, i.tid),
-            stack: names(&p.profile, i.stack),
+        due_by: if w.timer { "timer" } else { "wakeup" },
+        cpu: (w.cpu != UNKNOWN_CPU).then_some(w.cpu),
+        instead: w.instead.map(|i| {
+            let (profile, stack, sampled) = stacks.of(&i);
+            InsteadJson {
+                pid: i.pid,
+                tid: i.tid,
+                comm: comm(p, i.tid),
+                stack: names(profile, stack),
+                stack_from: if sampled { "cpu-sample" } else { "switch-out" },
+            }
         }),
     };
     Some(
@@ -121,6 +165,7 @@ pub fn json(p: &OffCpuProfile, start_ns: u64) -> Option<Vec<LatencyJson>> {
                 tid: t.tid,
                 comm: comm(p, t.tid),
                 wakeups: t.wakeups,
+                timer_wakeups: t.timer_wakeups,
                 mean_ns: t.mean_ns,
                 p50_ns: t.p50_ns,
                 p99_ns: t.p99_ns,
@@ -168,8 +213,15 @@ fn user_frames(p: &CpuProfile, stack: Option<u32>) -> String {
     }
 }
 
-/// The text section. Says so when the recording has no wakeups.
-pub fn text(out: &mut dyn Write, p: &OffCpuProfile, start_ns: u64) -> io::Result<()> {
+/// The text section (`cpu`: the recording's CPU profile). Says so when the recording has no
+/// wakeups.
+pub fn text(
+    out: &mut dyn Write,
+    p: &OffCpuProfile,
+    cpu: &CpuProfile,
+    start_ns: u64,
+) -> io::Result<()> {
+    let stacks = InsteadStacks::new(cpu, &p.profile);
     let Some(threads) = &p.latency else {
         return writeln!(
             out,
@@ -179,20 +231,22 @@ pub fn text(out: &mut dyn Write, p: &OffCpuProfile, start_ns: u64) -> io::Result
     };
     writeln!(
         out,
-        "\nScheduling latency (wakeup to running, µs; {} threads woken, the {} with most wakeups)",
+        "\nScheduling latency (due to running, µs: from the expiry of the sleep timer that woke \
+         it, else from the wakeup; {} threads woken, the {} with most wakeups)",
         threads.len(),
         threads.len().min(TEXT_THREADS)
     )?;
     writeln!(
         out,
-        "  {:>8} {:>8} {:>8} {:>8} {:>8}  thread",
-        "wakeups", "mean", "p50", "p99", "max"
+        "  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  thread",
+        "wakeups", "by timer", "mean", "p50", "p99", "max"
     )?;
     for t in threads.iter().take(TEXT_THREADS) {
         writeln!(
             out,
-            "  {:>8} {:>8} {:>8} {:>8} {:>8}  {} ({})",
+            "  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {} ({})",
             t.wakeups,
+            t.timer_wakeups,
             us(t.mean_ns),
             us(t.p50_ns),
             us(t.p99_ns),
@@ -226,15 +280,29 @@ pub fn text(out: &mut dyn Write, p: &OffCpuProfile, start_ns: u64) -> io::Result
         for w in t.worst.iter().take(TEXT_WORST) {
             let at = w.woken.saturating_sub(start_ns) as f64 / 1e9;
             match w.instead {
-                Some(i) => writeln!(
+                _ if w.cpu == UNKNOWN_CPU => writeln!(
                     out,
-                    "    {:>9} µs at {at:.3} s on CPU {}: {} ({}) ran instead, in {}",
-                    us(w.latency_ns),
-                    w.cpu,
-                    comm(p, i.tid),
-                    i.tid,
-                    user_frames(&p.profile, i.stack)
+                    "    {:>9} µs at {at:.3} s: still running, late, when it armed its next \
+                     sleep (its timer was already due: it did not sleep)",
+                    us(w.latency_ns)
                 )?,
+                Some(i) => {
+                    let (profile, stack, sampled) = stacks.of(&i);
+                    writeln!(
+                        out,
+                        "    {:>9} µs at {at:.3} s on CPU {}: {} ({}) ran instead, {} {}",
+                        us(w.latency_ns),
+                        w.cpu,
+                        comm(p, i.tid),
+                        i.tid,
+                        if sampled {
+                            "sampled in"
+                        } else {
+                            "leaving the CPU in"
+                        },
+                        user_frames(profile, stack)
+                    )?
+                }
                 None => writeln!(
                     out,
                     "    {:>9} µs at {at:.3} s on CPU {}: nothing recorded ran there (idle, \
