@@ -24,6 +24,8 @@ Examples:
   hostside diff before.zst after.zst --sysroot ./sysroot
   hostside diff --from 2 --to 5 before.zst after.zst   # the steady phase of both runs
   hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
+  hostside report --syscalls --sysroot ./sysroot s.zst   # recorded with `rec -e syscalls`
+  hostside flamegraph --syscalls --sysroot ./sysroot s.zst -o syscalls.svg
 
 Exit status: 0 on success, 1 when `report --fail-on-leak` found more leaked bytes than allowed,
 2 when the input cannot be used (the message says why).")]
@@ -141,6 +143,15 @@ pub enum Command {
         /// which have the scheduler's wakeups; `rec -a` sees every process that ran).
         #[arg(long, conflicts_with_all = ["cpu", "heap", "event"])]
         latency: bool,
+        /// Report system calls, like `strace -c` with the stacks that made them: per call
+        /// its share of the time, seconds, microseconds per call, calls and errors (time is
+        /// entry to exit, whether the thread ran or waited); then, for the calls that took
+        /// most time, the user stacks that made them and the errnos they failed with; then
+        /// the threads that spent most time in calls. Needs a recording made with
+        /// `rec -e syscalls` (the raw_syscalls tracepoints). `--json` has the same numbers in
+        /// its `syscalls` section.
+        #[arg(long, conflicts_with_all = ["cpu", "heap", "event", "off_cpu", "latency", "fail_on_leak"])]
+        syscalls: bool,
         /// How many functions to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         top: usize,
@@ -175,6 +186,11 @@ pub enum Command {
         /// samples (recordings made with `rec --off-cpu`).
         #[arg(long, conflicts_with = "heap")]
         off_cpu: bool,
+        /// Draw the time spent in system calls instead of CPU samples: each call's name on
+        /// top of the user stack that made it, weighted by nanoseconds from entry to exit
+        /// (recordings made with `rec -e syscalls`).
+        #[arg(long, conflicts_with_all = ["heap", "event", "off_cpu"])]
+        syscalls: bool,
         /// Output SVG file.
         #[arg(short = 'o', long = "output", value_name = "OUT.svg")]
         output: PathBuf,
@@ -199,6 +215,11 @@ pub enum Command {
         /// `rec --off-cpu`; not for `--format firefox`).
         #[arg(long)]
         off_cpu: bool,
+        /// Export the time spent in system calls instead of CPU samples, as for
+        /// `flamegraph --syscalls` (recordings made with `rec -e syscalls`; `--format
+        /// collapsed` only).
+        #[arg(long, conflicts_with_all = ["heap", "off_cpu"])]
+        syscalls: bool,
         /// Output file (`-` for standard output).
         #[arg(short = 'o', long = "output", value_name = "OUT")]
         output: PathBuf,

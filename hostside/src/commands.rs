@@ -56,6 +56,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             heap,
             off_cpu,
             latency,
+            syscalls,
             event,
             top,
             json,
@@ -69,6 +70,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             if off_cpu || latency {
                 require(&o, "off-CPU", o.has_switches, "rec --off-cpu")?;
             }
+            if syscalls {
+                require(&o, "system call", o.has_syscalls, "rec -e syscalls")?;
+            }
             // A heap-only recording reports its heap without being asked to.
             let heap_text = heap || (!cpu && o.has_heap && !o.has_samples);
             let want_heap = o.has_heap && (json || heap_text);
@@ -76,8 +80,10 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 off_cpu: json || off_cpu || latency,
                 event,
                 heap: want_heap.then(|| heap_options(top)),
+                syscalls: json || syscalls,
             })?);
             let (waits, chosen, profile) = (&l.off_cpu, &l.event, &l.heap);
+            let calls = &l.syscalls;
             let ctx = l.context();
             let mut out = io::stdout().lock();
             let origin = ctx.header.start_clock_ns;
@@ -88,10 +94,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     heap: profile.as_ref(),
                     off_cpu: waits.as_ref(),
                     timeline: timeline.as_ref(),
+                    syscalls: calls.as_ref(),
                 };
                 o::write_json(&mut out, &json::report(&ctx, &l.cpu, &sections, top))?;
             } else if let Some(e) = &chosen {
                 o::event::report(&mut out, &ctx, e, top)?;
+            } else if let (true, Some(s)) = (syscalls, calls) {
+                o::syscalls::report(&mut out, &ctx, s)?;
             } else if let (true, Some(w)) = (latency, waits) {
                 o::latency::text(&mut out, w, &l.cpu, origin)?;
             } else if let (true, Some(w)) = (off_cpu, waits) {
@@ -122,6 +131,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             filter,
             heap,
             off_cpu,
+            syscalls,
             event,
             output,
         } => {
@@ -130,6 +140,9 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             if off_cpu {
                 require(&o, "off-CPU", o.has_switches, "rec --off-cpu")?;
             }
+            if syscalls {
+                require(&o, "system call", o.has_syscalls, "rec -e syscalls")?;
+            }
             if heap.is_some() {
                 require(&o, "heap", o.has_heap, "rec --heap")?;
             }
@@ -137,11 +150,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 off_cpu,
                 event: event.filter(|_| heap.is_none()),
                 heap: heap.map(|_| HeapOptions::default()),
+                syscalls,
             })?);
-            let graph = match (heap, &l.heap, &l.event, &l.off_cpu) {
-                (Some(what), Some(p), _, _) => flame::Graph::Heap(p, heap_metric(what)),
-                (_, _, Some(e), _) => flame::Graph::Event(e),
-                (_, _, _, Some(w)) => flame::Graph::OffCpu(w),
+            let graph = match (heap, &l.heap, &l.event, &l.off_cpu, &l.syscalls) {
+                (Some(what), Some(p), _, _, _) => flame::Graph::Heap(p, heap_metric(what)),
+                (_, _, Some(e), _, _) => flame::Graph::Event(e),
+                (_, _, _, Some(w), _) => flame::Graph::OffCpu(w),
+                (_, _, _, _, Some(s)) => flame::Graph::Syscalls(s),
                 _ => flame::Graph::Cpu(&l.cpu),
             };
             flame::write(&l.context(), graph, create(&output)?)?;
@@ -154,10 +169,20 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             format,
             heap,
             off_cpu,
+            syscalls,
             output,
         } => {
+            if syscalls && format != ExportFormat::Collapsed {
+                bail!(
+                    "export --syscalls writes only --format collapsed (use `flamegraph \
+                     --syscalls` for a flame graph, `report --syscalls --json` for numbers)"
+                );
+            }
             let o = open(&file, &symbols.lookup(), &filter.filter())?;
-            let heap = !off_cpu && (heap || (o.has_heap && !o.has_samples));
+            if syscalls {
+                require(&o, "system call", o.has_syscalls, "rec -e syscalls")?;
+            }
+            let heap = !off_cpu && !syscalls && (heap || (o.has_heap && !o.has_samples));
             if off_cpu {
                 require(&o, "off-CPU", o.has_switches, "rec --off-cpu")?;
             }
@@ -176,9 +201,14 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     events,
                     ..HeapOptions::default()
                 }),
+                syscalls,
             })?);
             let ctx = l.context_with_mappings();
-            if let Some(w) = &l.off_cpu {
+            if let Some(s) = &l.syscalls {
+                let mut out = create(&output)?;
+                o::folded::write(&mut out, &o::folded::syscalls(s, &ctx.names))?;
+                out.flush()?;
+            } else if let Some(w) = &l.off_cpu {
                 let mut out = create(&output)?;
                 export::write(format.into(), &ctx, export::Source::OffCpu(w), &mut out)?;
             } else if let Some(p) = &l.heap {
@@ -230,6 +260,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 off_cpu: true,
                 event: None,
                 heap,
+                syscalls: false,
             })?);
             let ctx = l.context();
             let timeline = l
@@ -378,7 +409,8 @@ fn heap_metric(g: HeapGraph) -> HeapMetric {
     }
 }
 
-/// Heap and off-CPU analyses need records the file may not have; say which command makes them.
+/// Heap, off-CPU and system call analyses need records the file may not have; say which
+/// command makes them.
 fn require(o: &Opened, what: &str, present: bool, how: &str) -> Result<()> {
     if !present {
         bail!(

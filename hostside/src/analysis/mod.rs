@@ -9,5 +9,6 @@ pub mod heap;
 pub mod latency;
 pub mod off_cpu;
 pub mod off_cpu_profile;
+pub mod syscalls;
 pub mod thread_timeline;
 pub mod wakers;

@@ -30,8 +30,9 @@ pub struct Diagnostic {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     /// For the stack diagnostics of a profile other than the CPU samples', which one:
-    /// `off-cpu` (the blocking stacks of `rec --off-cpu`) or `event` (the `--event` asked
-    /// for). Absent for the CPU samples and for everything that is not about stacks.
+    /// `off-cpu` (the blocking stacks of `rec --off-cpu`), `event` (the `--event` asked
+    /// for) or `syscalls` (the system call entries of `rec -e syscalls`). Absent for the CPU
+    /// samples and for everything that is not about stacks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<&'static str>,
     /// How many times: modules, samples, allocations, records or bytes, as the message says.
@@ -194,7 +195,7 @@ pub struct Sources<'a> {
     /// How the CPU samples' stack copies unwound.
     pub unwind: &'a UnwindStats,
     /// How the stacks of the report's other profiles unwound, by profile name (`off-cpu`,
-    /// `event`): each gets its own stack diagnostics.
+    /// `event`, `syscalls`): each gets its own stack diagnostics.
     pub other_stacks: &'a [(&'static str, &'a UnwindStats)],
     /// Why modules' unwind sections could not be read.
     pub unwind_errors: &'a [String],

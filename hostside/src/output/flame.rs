@@ -8,6 +8,7 @@ use crate::analysis::cpu::CpuProfile;
 use crate::analysis::events::EventProfile;
 use crate::analysis::heap::{HeapMetric, HeapProfile};
 use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::analysis::syscalls::Syscalls;
 use crate::output::context::ReportContext;
 use crate::output::folded;
 
@@ -21,6 +22,8 @@ pub enum Graph<'a> {
     OffCpu(&'a OffCpuProfile),
     /// The heap, weighed by `metric`.
     Heap(&'a HeapProfile, HeapMetric),
+    /// Time in system calls, in nanoseconds, each call's name its innermost frame.
+    Syscalls(&'a Syscalls),
 }
 
 /// Draws `graph` as `hostside flamegraph` does: stacks under their process's name, titled with
@@ -42,6 +45,11 @@ pub fn write(ctx: &ReportContext, graph: Graph<'_>, out: impl Write) -> Result<(
                 "ns",
             )
         }
+        Graph::Syscalls(s) => (
+            folded::syscalls(s, names),
+            "time in system calls".to_string(),
+            "ns",
+        ),
         Graph::Heap(p, metric) => {
             let name = match metric {
                 HeapMetric::Peak => "heap at its peak",

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 
 use crate::analysis::cpu::CpuProfile;
 use crate::analysis::heap::{HeapMetric, HeapProfile};
+use crate::analysis::syscalls::Syscalls;
 use crate::processes::ProcessNames;
 
 /// CPU stacks as folded lines (`root;...;leaf count`), the input of flame graphs. The root is
@@ -38,6 +39,26 @@ pub fn heap(p: &HeapProfile, names: &ProcessNames, metric: HeapMetric) -> Vec<St
             .rev()
             .map(|&id| p.table.get(id).function.as_str());
         folded.add(names.get(t.pid), frames, v);
+    }
+    folded.into_lines()
+}
+
+/// System call stacks as folded lines (`process;main;...;write;syscall_name ns`): each
+/// call's user stack with the call's name as its innermost frame, weighted by the
+/// nanoseconds of its finished calls (stacks with none left out). The kernel's entry path,
+/// the same for every call, is left out.
+pub fn syscalls(s: &Syscalls, names: &ProcessNames) -> Vec<String> {
+    let mut folded = Folded::default();
+    for c in &s.calls {
+        for st in c.stacks.iter().filter(|st| st.total_ns > 0) {
+            let frames = s
+                .user_frames(st.stack)
+                .iter()
+                .rev()
+                .map(|&id| s.profile.table.get(id).function.as_str())
+                .chain(std::iter::once(c.name.as_str()));
+            folded.add(names.get(st.pid), frames, st.total_ns);
+        }
     }
     folded.into_lines()
 }

@@ -7,11 +7,12 @@ use crate::analysis::cpu::CpuProfile;
 use crate::analysis::events::EventProfile;
 use crate::analysis::heap::HeapProfile;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::analysis::syscalls::Syscalls;
 use crate::analysis::thread_timeline::ThreadTimeline;
 use crate::diagnostics::Diagnostic;
 use crate::filter::Window;
 use crate::output::context::ReportContext;
-use crate::output::{heap_json, info, latency, off_cpu, timeline};
+use crate::output::{heap_json, info, latency, off_cpu, syscalls, timeline};
 
 /// The sections of `report --json` besides the recording's CPU profile, each present when
 /// the recording has what it needs.
@@ -25,6 +26,8 @@ pub struct Sections<'a> {
     pub off_cpu: Option<&'a OffCpuProfile>,
     /// The thread timeline (`timeline`).
     pub timeline: Option<&'a ThreadTimeline>,
+    /// The system calls (`syscalls` and `syscall_threads`).
+    pub syscalls: Option<&'a Syscalls>,
 }
 
 /// Builds the `report --json` document: the recording, its modules, the `top` functions of
@@ -52,6 +55,8 @@ pub fn report(
     report.timeline = sections
         .timeline
         .map(|t| timeline::json(t, ctx.header.start_clock_ns));
+    report.syscalls = sections.syscalls.map(|s| syscalls::json(s, top));
+    report.syscall_threads = sections.syscalls.map(|s| syscalls::threads_json(s, top));
     report
 }
 
@@ -130,6 +135,8 @@ fn base(
         latency: None,
         heap: heap.map(|p| heap_json::heap_json(p, top, h.start_clock_ns)),
         timeline: None,
+        syscalls: None,
+        syscall_threads: None,
     }
 }
 
@@ -154,6 +161,12 @@ pub struct ReportJson {
     /// Each thread's running and waiting time over the recording, in slices (see
     /// [`crate::output::timeline`]); null when no thread was seen.
     pub timeline: Option<crate::output::timeline::TimelineJson>,
+    /// Per system call (count, errors and errnos, time entry to exit, calling stacks), most
+    /// time first; null when the recording has no system calls (`rec -e syscalls`).
+    pub syscalls: Option<Vec<crate::output::syscalls::SyscallJson>>,
+    /// The threads that spent most time in system calls (`--top` of them); null when the
+    /// recording has no system calls.
+    pub syscall_threads: Option<Vec<crate::output::syscalls::SyscallThreadJson>>,
 }
 
 /// The `recording` section.

@@ -14,6 +14,7 @@ use crossprof_symbols::Lookup;
 use crate::analysis::events::DataMaps;
 use crate::analysis::heap::HeapBuilder;
 use crate::analysis::off_cpu_profile::OffCpuEvents;
+use crate::analysis::syscalls::SyscallEvents;
 use crate::analysis::thread_timeline::TimelineEvents;
 use crate::filter::{Filter, Tasks};
 use crate::output::context::LostMark;
@@ -50,12 +51,16 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
     let mut heap_metadata = Vec::new();
     let mut off_cpu_events =
         (!recording.header().off_cpu.is_empty()).then(|| OffCpuEvents::new(recording.header(), 0));
+    let mut syscall_events = SyscallEvents::new(recording.header());
     let mut stubs = KeptStubs::default();
     let processes = Processes::build(&mut |f| {
         (summary, stubs) = recording.for_each_metadata_keeping_stubs(|r| {
             timeline_events.observe(&r);
             data_maps.observe(&r);
             if let Some(e) = off_cpu_events.as_mut() {
+                e.observe(&r);
+            }
+            if let Some(e) = syscall_events.as_mut() {
                 e.observe(&r);
             }
             if HeapBuilder::reads_metadata(&r) {
@@ -129,6 +134,8 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
         timeline_events,
         data_maps,
         off_cpu_events,
+        has_syscalls: syscall_events.is_some(),
+        syscall_events,
         heap_metadata,
         stubs,
         passes,

@@ -6,12 +6,13 @@
 //! 2. `metadata::open`, the first pass ([`open`]): [`Processes`] (tasks, address spaces and the
 //!    modules mapped into them), the user's [`Filter`] bound to the recording's clock
 //!    ([`Window`]), each module located in the sysroot ([`Resolver`]), and what the off-CPU,
-//!    `--event` and thread analyses keep from the metadata: an [`Opened`] recording, on which
-//!    a command checks what the file holds before asking for it;
+//!    `--event`, system call and thread analyses keep from the metadata: an [`Opened`]
+//!    recording, on which a command checks what the file holds before asking for it;
 //! 3. [`Opened::analyze`], the second pass (`pass::run`): every sample's stack unwound once
 //!    by one [`crate::unwinding::StackUnwinder`] and handed to each profile that takes it
-//!    (CPU, off-CPU waits and wakers, one `--event`), the heap events to the heap analysis,
-//!    then every distinct address resolved once per profile: a [`Loaded`] recording;
+//!    (CPU, off-CPU waits and wakers, one `--event`, system call entries), the heap events
+//!    to the heap analysis, then every distinct address resolved once per profile: a
+//!    [`Loaded`] recording;
 //! 4. [`Loaded::context`]: the small [`ReportContext`] that, with a profile, is all an output
 //!    in [`crate::output`] reads.
 //!
@@ -33,6 +34,7 @@ use crate::analysis::cpu::CpuProfile;
 use crate::analysis::events::{DataMaps, EventBuilder, EventProfile};
 use crate::analysis::heap::{HeapOptions, HeapProfile};
 use crate::analysis::off_cpu_profile::{OffCpuBuilder, OffCpuEvents, OffCpuProfile};
+use crate::analysis::syscalls::{SyscallBuilder, SyscallEvents, Syscalls};
 use crate::analysis::thread_timeline::{self, Grid, ThreadTimeline, TimelineEvents};
 use crate::diagnostics::{self, Sources};
 use crate::filter::{Filter, Window};
@@ -92,6 +94,12 @@ pub struct Opened {
     /// The switches, sample times and wakeups the off-CPU analysis needs, kept by the
     /// metadata pass when the header says switches were recorded (`rec --off-cpu`).
     pub off_cpu_events: Option<OffCpuEvents>,
+    /// Whether the recording sampled system calls (`rec -e syscalls`: a
+    /// `raw_syscalls:sys_enter` event in its header).
+    pub has_syscalls: bool,
+    /// Each thread's system call entries and exits, kept by the metadata pass when the
+    /// recording sampled them.
+    pub syscall_events: Option<SyscallEvents>,
     /// The records of the metadata the heap analysis reads (see
     /// [`crate::analysis::heap::HeapBuilder::reads_metadata`]), in file order.
     pub heap_metadata: Vec<Record>,
@@ -111,6 +119,8 @@ pub struct Wants {
     /// The heap profile with these options (an empty one for a recording without heap
     /// events).
     pub heap: Option<HeapOptions>,
+    /// The system call analysis, when the recording sampled system calls.
+    pub syscalls: bool,
 }
 
 /// A recording with the profiles its command asked for.
@@ -125,6 +135,8 @@ pub struct Loaded {
     pub event: Option<EventProfile>,
     /// The heap profile, when asked for.
     pub heap: Option<HeapProfile>,
+    /// The system call analysis, when asked for and recorded.
+    pub syscalls: Option<Syscalls>,
 }
 
 /// Opens `path` and runs its metadata pass, restricted to `filter`'s time window, process and
@@ -174,8 +186,18 @@ impl Opened {
             });
             OffCpuBuilder::new(events, header, self.duration_ns, &self.window)
         });
+        let syscalls = match (wants.syscalls, self.syscall_events.take()) {
+            (true, Some(events)) => Some(SyscallBuilder::new(events, self.arch, &self.window)),
+            _ => None,
+        };
         let stubs = std::mem::take(&mut self.stubs);
-        let profiles = pass::run(&self, stubs, off_cpu, event, wants.heap);
+        let builders = pass::Builders {
+            off_cpu,
+            event,
+            syscalls,
+            heap: wants.heap,
+        };
+        let profiles = pass::run(&self, stubs, builders);
         self.passes.extend(profiles.pass);
         Ok(Loaded {
             opened: self,
@@ -183,6 +205,7 @@ impl Opened {
             off_cpu: profiles.off_cpu,
             event: profiles.event,
             heap: profiles.heap,
+            syscalls: profiles.syscalls,
         })
     }
 }
@@ -213,6 +236,7 @@ impl Loaded {
             .map(OffCpuProfile::named)
             .into_iter()
             .chain(self.event.as_ref().map(EventProfile::named))
+            .chain(self.syscalls.as_ref().map(Syscalls::named))
             .collect()
     }
 

@@ -1,6 +1,7 @@
 //! The pass over the stacks: every sample and heap event of the recording, decoded once and
 //! handed to each profile the command asked for. A sample several profiles take (a CPU sample
-//! that also names a wait, a blocking sample that is also the `--event` asked for) is unwound
+//! that also names a wait, a blocking sample that is also the `--event` asked for, a system
+//! call entry that is also the `--event`) is unwound
 //! once, by the one [`StackUnwinder`], and each profile counts its copy; heap events go to the
 //! heap analysis, decoded on another thread while this one unwinds and counts.
 
@@ -13,6 +14,7 @@ use crate::analysis::cpu::{Accumulator, CpuProfile, Unwound};
 use crate::analysis::events::{EventBuilder, EventProfile};
 use crate::analysis::heap::{HeapBuilder, HeapOptions, HeapProfile};
 use crate::analysis::off_cpu_profile::{OffCpuBuilder, OffCpuProfile};
+use crate::analysis::syscalls::{SyscallBuilder, Syscalls};
 use crate::pipeline::{Opened, PassStats};
 use crate::recording::KeptStubs;
 use crate::unwinding::StackUnwinder;
@@ -27,6 +29,8 @@ pub struct Profiles {
     pub event: Option<EventProfile>,
     /// The heap profile, when options were given.
     pub heap: Option<HeapProfile>,
+    /// The system call analysis, when a builder was given.
+    pub syscalls: Option<Syscalls>,
     /// The pass itself, when the file was read (a recording with neither samples nor a heap
     /// profile asked for is not).
     pub pass: Option<PassStats>,
@@ -40,7 +44,21 @@ struct Consumers<'a> {
     cpu: Accumulator,
     off_cpu: Option<OffCpuBuilder>,
     event: Option<EventBuilder>,
+    syscalls: Option<SyscallBuilder>,
     heap: Option<HeapBuilder<'a>>,
+}
+
+/// The profiles besides the CPU one that a pass builds: each made before the pass from
+/// what the metadata pass kept, `None` when not asked for (or not recorded).
+pub struct Builders {
+    /// The off-CPU waits and wakers.
+    pub off_cpu: Option<OffCpuBuilder>,
+    /// The `--event` profile.
+    pub event: Option<EventBuilder>,
+    /// The system call analysis.
+    pub syscalls: Option<SyscallBuilder>,
+    /// The heap analysis's options.
+    pub heap: Option<HeapOptions>,
 }
 
 impl Consumers<'_> {
@@ -83,9 +101,14 @@ impl Consumers<'_> {
             .as_mut()
             .filter(|_| in_window)
             .and_then(|e| e.take(&s, event).then_some((&mut e.stacks, period)));
+        let call = self
+            .syscalls
+            .as_mut()
+            .and_then(|b| Some((b.weight(&s, event)?, &mut b.stacks)))
+            .map(|(ns, acc)| (acc, ns));
         let cpu = (event.is_none() && in_window).then_some((&mut self.cpu, period));
-        // No allocation per sample: at most four takers, the last one gets the stack itself.
-        let mut takers = [cpu, waits, wakers, chosen];
+        // No allocation per sample: at most five takers, the last one gets the stack itself.
+        let mut takers = [cpu, waits, wakers, chosen, call];
         let Some(last) = takers.iter().rposition(Option::is_some) else {
             return;
         };
@@ -99,15 +122,15 @@ impl Consumers<'_> {
     }
 }
 
-/// Reads the recording once for `off_cpu`, `event` and the heap (when `heap` is given), and
-/// always the CPU profile. Debug info loads on another core meanwhile.
-pub fn run(
-    o: &Opened,
-    stubs: KeptStubs,
-    off_cpu: Option<OffCpuBuilder>,
-    event: Option<EventBuilder>,
-    heap: Option<HeapOptions>,
-) -> Profiles {
+/// Reads the recording once for the profiles of `builders` (the heap's when its options are
+/// given), and always the CPU profile. Debug info loads on another core meanwhile.
+pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
+    let Builders {
+        off_cpu,
+        event,
+        syscalls,
+        heap,
+    } = builders;
     let (processes, resolver) = (&o.processes, &o.resolver);
     let header = o.recording.header();
     let mut c = Consumers {
@@ -117,6 +140,7 @@ pub fn run(
         cpu: Accumulator::new(false),
         off_cpu,
         event,
+        syscalls,
         heap: heap.map(|opts| {
             let opts = HeapOptions {
                 window: o.window,
@@ -129,7 +153,7 @@ pub fn run(
             h
         }),
     };
-    let stacks = o.has_samples || c.off_cpu.is_some() || c.event.is_some();
+    let stacks = o.has_samples || c.off_cpu.is_some() || c.event.is_some() || c.syscalls.is_some();
     let with_heap = c.heap.is_some();
     let started = Instant::now();
     // Without samples, modules load as the heap analysis first needs them: those that hold
@@ -165,6 +189,7 @@ pub fn run(
         cpu,
         off_cpu,
         event,
+        syscalls,
         heap,
         ..
     } = c;
@@ -173,6 +198,7 @@ pub fn run(
         off_cpu: off_cpu.map(|b| b.finish(processes, resolver, &mut unwinder)),
         event: event.map(|b| b.finish(processes, resolver, &unwinder)),
         heap: heap.map(HeapBuilder::finish),
+        syscalls: syscalls.map(|b| b.finish(processes, resolver, &unwinder)),
         pass,
     }
 }
