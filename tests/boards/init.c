@@ -89,6 +89,8 @@ int main(void) {
     mount("proc", "/proc", "proc", 0, NULL);
     mount("sysfs", "/sys", "sysfs", 0, NULL);
     mount("devtmpfs", "/dev", "devtmpfs", 0, NULL);
+    /* The tracepoints rec samples (wakeups, system calls) are found through tracefs. */
+    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
     load_module("/lib/modules/virtio_mmio.ko");
     load_module("/lib/modules/virtio_blk.ko");
 
