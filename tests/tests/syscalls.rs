@@ -141,10 +141,18 @@ fn on_board(board: Board, tag: &str) {
     let sysroot = Sysroot::new(board, tag);
     let p = sysroot.build_c(board, "syscalls.c", "syscalls", &["-O2"]);
     let files = vec![(p.guest.clone(), std::fs::read(&p.stripped).unwrap(), 0o755)];
-    let job: Vec<String> = ["/rec", "-e", "syscalls", "--out", "/out/s.zst", "--", &p.guest]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let job: Vec<String> = [
+        "/rec",
+        "-e",
+        "syscalls",
+        "--out",
+        "/out/s.zst",
+        "--",
+        &p.guest,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let run = boot(board, tag, files, &[job]);
     run.assert_ok(1);
     let out = run.save("s.zst", tag);
