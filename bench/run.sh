@@ -15,6 +15,7 @@
 #   bench/run.sh media [ARGS...]    rec's default vs perf on a GStreamer pipeline: overhead, bytes
 #   bench/run.sh rec-size [TRIPLE...]  what rec's bytes are, per crate, per target
 #   bench/run.sh scaling [ARGS...]  hostside report on 10k, 100k and 1M samples vs perf report
+#   bench/run.sh syscalls [ARGS...] rec -e syscalls vs strace -c -f and perf trace -s on find
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CROSSPROF_BENCH=1 scripts/setup.sh
@@ -36,6 +37,7 @@ case "$what" in
     media) shift; python3 bench/media.py "$@" ;;
     rec-size) shift; python3 bench/rec_size.py "$@" ;;
     scaling) shift; python3 bench/scaling.py "$@" ;;
+    syscalls) shift; python3 bench/syscall_overhead.py "$@" ;;
     stack-size)
         shift
         cargo build --locked --release -p crossprof-tests --example truncate_stacks

@@ -33,7 +33,7 @@ Options:
                         board has a hardware PMU); syscalls (every system call with its
                         number, duration, result and the stack that made it, beside
                         CPU sampling: hostside report --syscalls; needs root or
-                        CAP_PERFMON and tracefs; the stack copy is --off-cpu-stack)
+                        CAP_PERFMON and tracefs; the stack copy is --syscall-stack)
       --call-graph MODE how call stacks are captured [default: dwarf; fp when the first
                         -e event is a fault or context-switches event: those come in bursts
                         that stack copies overflow (24 KiB copies lose 95% of a 64 MiB
@@ -65,6 +65,11 @@ Options:
                         [default: 2048]: enough for the system call wrapper and its
                         callers' frames; every context switch copies it, so a switch-heavy
                         program pays for each byte (perf copies 8192)
+      --syscall-stack BYTES
+                        user stack copied with each system call of -e syscalls in dwarf
+                        mode [default: 512]: the wrapper and the frames above it; every
+                        call copies it, and a program listing a tree makes 500,000 calls
+                        a second (2048 lost 15% of them on a busy 2-core machine)
       --no-wakeups      with --off-cpu, leave out who woke each thread (recorded where
                         the scheduler's sched_waking tracepoint is readable: root or
                         CAP_PERFMON, tracefs mounted; see rec --check): half the samples
@@ -150,6 +155,8 @@ pub struct Options {
     pub events: Vec<Kind>,
     /// Record every system call with its stack (`-e syscalls`).
     pub syscalls: bool,
+    /// Stack bytes copied with each system call in `dwarf` mode (`--syscall-stack`).
+    pub syscall_stack: u32,
     /// Bound on the recording's disk use in bytes (`--max-size`): segment files.
     pub max_size: Option<u64>,
 }
@@ -176,6 +183,7 @@ impl Options {
             off_cpu_stack: self.off_cpu_stack,
             wakeups: self.wakeups,
             syscalls: self.syscalls,
+            syscall_stack: self.syscall_stack,
             events: self.events.clone(),
         }
     }
@@ -199,6 +207,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut wakeups = true;
     let mut events = vec![Kind::CpuClock];
     let mut syscalls = false;
+    let mut syscall_stack = crate::perf::syscalls::DEFAULT_STACK;
     let mut check = false;
     let mut all = false;
     let mut max_size = None;
@@ -252,6 +261,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                 }
                 // The kernel wants a multiple of 8.
                 off_cpu_stack = n & !7;
+            }
+            Long("syscall-stack") => {
+                let n: u32 = p.value().map_err(err)?.parse().map_err(err)?;
+                if !(8..=CallGraph::MAX_STACK).contains(&n) {
+                    return Err(format!(
+                        "--syscall-stack {n}: must be 8 to {} bytes",
+                        CallGraph::MAX_STACK
+                    ));
+                }
+                syscall_stack = n & !7;
             }
             Long("check") => check = true,
             Short('e') | Long("event") => {
@@ -332,6 +351,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         wakeups,
         events,
         syscalls,
+        syscall_stack,
         max_size,
     }))
 }

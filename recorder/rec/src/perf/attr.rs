@@ -73,6 +73,8 @@ pub mod flag {
     pub const EXCLUDE_GUEST: u64 = 1 << 20;
     /// Leave user frames out of the kernel's call chain (the host unwinds the stack copy).
     pub const EXCLUDE_CALLCHAIN_USER: u64 = 1 << 22;
+    /// No kernel frames in the call chain.
+    pub const EXCLUDE_CALLCHAIN_KERNEL: u64 = 1 << 21;
     /// MMAP2 records (with protection bits and inode or build-id).
     pub const MMAP2: u64 = 1 << 23;
     /// Flag COMM records that come from exec.

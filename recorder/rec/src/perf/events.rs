@@ -50,6 +50,8 @@ pub struct Request {
     pub wakeups: bool,
     /// Record every system call with its stack (`-e syscalls`).
     pub syscalls: bool,
+    /// Stack bytes copied with each system call in `dwarf` mode (`--syscall-stack`).
+    pub syscall_stack: u32,
 }
 
 impl Request {
@@ -391,6 +393,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
                 ring_bytes: req.ring_pages(page_size) * page_size,
                 tracepoint: None,
                 stackless: false,
+                no_kernel_chain: false,
             });
         }
     }
@@ -422,7 +425,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
         }
     }
     if req.syscalls {
-        let [enter, exit] = syscalls::events(req.call_graph, req.off_cpu_stack, on_exec, page_size)
+        let [enter, exit] = syscalls::events(req.call_graph, req.syscall_stack, on_exec, page_size)
             .map_err(RecError::Syscalls)?;
         if let (Some(&tid), Some(&cpu)) = (tids.first(), cpus.first()) {
             if let Err(e) = attr::open(&enter.attr(), tid as i32, cpu as i32) {
@@ -524,6 +527,7 @@ mod tests {
             off_cpu_stack: 8192,
             wakeups: false,
             syscalls: false,
+            syscall_stack: 512,
             events: vec![Kind::CpuClock],
         }
     }

@@ -172,6 +172,9 @@ pub struct Secondary {
     /// Samples carry only their time, thread, CPU and the tracepoint's field: no call chain,
     /// registers or stack (a system call's exit, whose stack is its entry's).
     pub stackless: bool,
+    /// No kernel frames in the chain: the kernel's part is the same everywhere (a system
+    /// call's entry path) and not worth its bytes.
+    pub no_kernel_chain: bool,
 }
 
 impl Secondary {
@@ -236,6 +239,9 @@ impl Secondary {
         };
         if self.kind.is_fault() {
             a.sample_type |= sample::ADDR;
+        }
+        if self.no_kernel_chain {
+            a.flags |= flag::EXCLUDE_CALLCHAIN_KERNEL;
         }
         if self.stackless {
             a.sample_type &= !sample::CALLCHAIN;

@@ -69,6 +69,7 @@ pub fn secondary(
         ring_bytes: ring_pages(stack_bytes, page_size) * page_size,
         tracepoint: None,
         stackless: false,
+        no_kernel_chain: false,
     }
 }
 
