@@ -42,6 +42,9 @@ check(npmDir, reportPath, async (page, out) => {
     .map(([k, v]) => [k, Number(v)]))).catch(() => null);
   out.offcpu_functions = await readTable(page, '#offcpu-functions');
   out.activity = await readActivity(page);
+  // The worst-wakeup marks of each timeline row.
+  out.wakeup_marks = await page.$$eval('#timeline .wmark', es => es.map(e => ({
+    tid: Number(e.closest('.trow').dataset.tid), latency_ns: Number(e.dataset.latencyNs), label: e.title})));
   out.flame_names = await page.$$eval('#flame .flame div', es => [...new Set(es.map(e => e.dataset.name))]);
   out.top_down = await page.$eval('#top-down', e => e.innerText).catch(() => '');
   out.threads = await page.evaluate(() => window.crossprof.data.threads.map(t => ({pid: t.pid, tid: t.tid, name: t.name})));

@@ -100,14 +100,15 @@ fn comm(p: &OffCpuProfile, tid: u32) -> String {
 
 /// Where the stack of what ran instead is: its CPU sample during the wait in the CPU profile,
 /// else its switch-out in the off-CPU profile.
-struct InsteadStacks<'a> {
+pub struct InsteadStacks<'a> {
     cpu: &'a CpuProfile,
     by_sample: HashMap<(u32, u64), u32>,
     off_cpu: &'a CpuProfile,
 }
 
 impl<'a> InsteadStacks<'a> {
-    fn new(cpu: &'a CpuProfile, off_cpu: &'a CpuProfile) -> Self {
+    /// The lookup for a recording's CPU profile and off-CPU profile.
+    pub fn new(cpu: &'a CpuProfile, off_cpu: &'a CpuProfile) -> Self {
         InsteadStacks {
             cpu,
             by_sample: stacks_by_sample(cpu),
@@ -210,6 +211,31 @@ fn user_frames(p: &CpuProfile, stack: Option<u32>) -> String {
         "(no user frames)".into()
     } else {
         labels.join(" <- ")
+    }
+}
+
+/// One worst wakeup in a line: how late, where, and what ran instead in which function (the
+/// HTML timeline's marks).
+pub fn describe(p: &OffCpuProfile, stacks: &InsteadStacks<'_>, w: &Worst) -> String {
+    let late = format!("{} µs late", us(w.latency_ns));
+    match w.instead {
+        _ if w.cpu == UNKNOWN_CPU => {
+            format!("{late}: still running when it armed its next sleep, already due")
+        }
+        Some(i) => {
+            let (profile, stack, _) = stacks.of(&i);
+            format!(
+                "{late} on CPU {}: {} ({}) ran instead, in {}",
+                w.cpu,
+                comm(p, i.tid),
+                i.tid,
+                user_frames(profile, stack)
+            )
+        }
+        None => format!(
+            "{late} on CPU {}: nothing recorded ran there (idle, or another process)",
+            w.cpu
+        ),
     }
 }
 

@@ -13,6 +13,7 @@ use crate::diagnostics::Diagnostic;
 use crate::frames::{FrameId, FrameTable};
 use crate::output::context::ReportContext;
 use crate::output::html::Profiles;
+use crate::output::latency;
 
 /// At most this many time slices: the timeline's resolution and the bound on sample rows.
 pub const TIME_SLICES: u64 = 1000;
@@ -104,6 +105,19 @@ pub struct Thread {
     /// From context switches (`rec --off-cpu`), the slices where the thread was alive:
     /// `[slice, ns running, ns waiting]` (empty without switches).
     pub activity: Vec<[u64; 3]>,
+    /// Its worst wakeups (`rec --off-cpu` with wakeups), marked on its timeline row.
+    pub worst: Vec<WakeMark>,
+}
+
+/// One of a thread's worst wakeups, on the timeline.
+#[derive(Serialize)]
+pub struct WakeMark {
+    /// The time slice it was woken in.
+    pub slice: u32,
+    /// Due to running, nanoseconds.
+    pub latency_ns: u64,
+    /// How late, and what ran instead (see [`crate::output::latency::describe`]).
+    pub label: String,
 }
 
 /// Functions, frames (a function at a line) and stacks (frames outermost first).
@@ -307,6 +321,7 @@ fn threads(ctx: &ReportContext, p: &Profiles<'_>) -> (Vec<Thread>, HashMap<(u32,
                 tid,
                 name: name.to_string(),
                 activity: Vec::new(),
+                worst: Vec::new(),
             });
             threads.len() as u32 - 1
         })
@@ -328,6 +343,34 @@ fn threads(ctx: &ReportContext, p: &Profiles<'_>) -> (Vec<Thread>, HashMap<(u32,
         }
     }
     (threads, index)
+}
+
+/// Each woken thread's worst wakeups, on its row.
+fn wake_marks(
+    threads: &mut [Thread],
+    index: &HashMap<(u32, u32), u32>,
+    w: &OffCpuProfile,
+    cpu: &CpuProfile,
+    (start, slice_ns): (u64, u64),
+) {
+    let stacks = latency::InsteadStacks::new(cpu, &w.profile);
+    for t in w.latency.iter().flatten() {
+        let Some(row) = index
+            .get(&(t.pid, t.tid))
+            .and_then(|&i| threads.get_mut(i as usize))
+        else {
+            continue;
+        };
+        row.worst = t
+            .worst
+            .iter()
+            .map(|x| WakeMark {
+                slice: (x.woken.saturating_sub(start) / slice_ns).min(TIME_SLICES - 1) as u32,
+                latency_ns: x.latency_ns,
+                label: latency::describe(w, &stacks, x),
+            })
+            .collect();
+    }
 }
 
 /// Each thread's running and waiting time per slice, from a timeline on the page's slices.
@@ -360,6 +403,9 @@ pub fn gather(ctx: &ReportContext, p: &Profiles<'_>) -> Data {
     }
     let start = h.start_clock_ns;
     let slice_ns = slice_ns(ctx.duration_ns);
+    if let Some(w) = p.off_cpu {
+        wake_marks(&mut threads, &thread_index, w, cpu, (start, slice_ns));
+    }
     // (slice, stack) → count, in time order.
     let mut rows: Vec<(u32, u32, u32)> = Vec::new();
     for s in &cpu.timeline {

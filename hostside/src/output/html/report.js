@@ -202,6 +202,13 @@
         onclick: () => { S.thread = S.thread === ti ? null : ti; render(); }},
       (S.thread === ti ? '● ' : '') + `${t.name} (${t.tid})${note}`);
       row.append(label, cv);
+      // Its worst wakeups (rec --off-cpu): a tick on the row, the mark says how late and
+      // what ran instead.
+      for (const m of t.worst || []) {
+        g.fillStyle = '#222'; g.fillRect(x(m.slice), 0, Math.max(2, dx), 20);
+        row.append($('span', {class: 'wmark', title: m.label, 'data-latency-ns': m.latency_ns,
+          style: `left:calc(250px + (100% - 250px) * ${(m.slice + 0.5) / slices})`}, '▼'));
+      }
       return row;
     });
     wrap.append(...rows, brush);
@@ -374,7 +381,8 @@
     if (D.samples > 0 || D.off_cpu) {
       const switches = D.threads.some(t => t.activity.length);
       app.append($('h2', {}, 'Timeline (drag to select a time range; click a thread to keep only it)' +
-        (switches ? ': green running, red waiting (off-CPU), from context switches' : ': CPU samples')), timeline());
+        (switches ? ': green running, red waiting (off-CPU), from context switches' : ': CPU samples') +
+        (D.threads.some(t => (t.worst || []).length) ? '; ▼ worst wakeups (hover: how late, what ran instead)' : '')), timeline());
     }
     if (D.samples > 0) cpuViews(app);
     if (D.heap) heapViews(app);
