@@ -172,6 +172,13 @@ fn summarize(pid: u32, tid: u32, sorted: &[u64], worst: Vec<Worst>) -> ThreadLat
         if i == n {
             break;
         }
+        if upto == u64::MAX {
+            // Latencies of u64::MAX (a damaged recording): the last bucket holds them.
+            if let Some(last) = histogram.last_mut() {
+                last.count += (n - i) as u64;
+            }
+            break;
+        }
         upto = upto.saturating_mul(2);
     }
     ThreadLatency {
@@ -213,12 +220,12 @@ fn sampled_instead(on_cpu: &[(u32, u64, u32, u32)], w: &WakeupLatency) -> Option
 
 /// The thread that left `w`'s CPU as `w`'s thread entered it.
 fn switched_instead<'a>(switch_outs: &'a [SwitchOut], w: &WakeupLatency) -> Option<&'a SwitchOut> {
-    let end =
-        switch_outs.partition_point(|s| (s.cpu, s.time) <= (w.cpu, w.running + SAME_SWITCH_NS));
+    let latest = w.running.saturating_add(SAME_SWITCH_NS);
+    let end = switch_outs.partition_point(|s| (s.cpu, s.time) <= (w.cpu, latest));
     switch_outs[..end]
         .iter()
         .rev()
-        .take_while(|s| s.cpu == w.cpu && s.time + SAME_SWITCH_NS >= w.running)
+        .take_while(|s| s.cpu == w.cpu && s.time.saturating_add(SAME_SWITCH_NS) >= w.running)
         .find(|s| s.blocked.1 != w.tid)
 }
 
@@ -263,6 +270,19 @@ mod tests {
         assert_eq!(t.histogram.last().map(|b| b.upto_ns), Some(128_000));
         let worst: Vec<u64> = t.worst.iter().map(|w| w.latency_ns).collect();
         assert_eq!(worst, vec![100_000, 99_000, 98_000, 97_000, 96_000]);
+    }
+
+    #[test]
+    fn extreme_times_end() {
+        let ws = vec![wakeup(2, 0, u64::MAX, u32::MAX), wakeup(2, 5, 6, 0)];
+        let t = &measure(
+            ws,
+            vec![out(9, u64::MAX, 0)],
+            vec![(0, u64::MAX, 9, 1)],
+            |_| None,
+        )[0];
+        assert_eq!((t.wakeups, t.max_ns), (2, u64::MAX));
+        assert_eq!(t.histogram.iter().map(|b| b.count).sum::<u64>(), 2);
     }
 
     #[test]
