@@ -27,6 +27,17 @@ meta() {
     esac
 }
 
+# Sets `o` (the caller's local) to the apt-get and apt-cache options that read this machine's
+# own Debian sources for architecture $1, with private lists and cache under $2 and an empty
+# status, so nothing of this machine's apt state changes; and reads those lists.
+arch_apt() {
+    local arch=$1 work=$2
+    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
+    o=(-oAPT::Architecture="$arch" -oAPT::Architectures="$arch" -oDir::State::Lists="$work/lists"
+        -oDir::Cache="$work/cache" -oDir::State::status=/dev/null -oAPT::Sandbox::User=root)
+    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || true
+}
+
 fetch_kernel() {
     local arch=$1 dir="$cache/$1"
     # A complete kernel directory is never touched again (delete it to refresh).
@@ -36,12 +47,8 @@ fetch_kernel() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/crossprof-kernel-XXXXXX")
     # shellcheck disable=SC2064
     trap "rm -rf '$work'" RETURN
-    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
-    # The machine's own Debian sources, asked for another architecture, with private lists
-    # and an empty status so nothing of this machine's apt state changes.
-    local o=(-oAPT::Architecture="$arch" -oAPT::Architectures="$arch" -oDir::State::Lists="$work/lists"
-        -oDir::Cache="$work/cache" -oDir::State::status=/dev/null -oAPT::Sandbox::User=root)
-    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || true
+    local o
+    arch_apt "$arch" "$work"
     local pkg
     pkg=$(apt-cache "${o[@]}" depends "$(meta "$arch")" 2>/dev/null |
         sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
@@ -80,10 +87,8 @@ fetch_libc() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/crossprof-libc-XXXXXX")
     # shellcheck disable=SC2064
     trap "rm -rf '$work'" RETURN
-    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
-    local o=(-oAPT::Architecture="$arch" -oAPT::Architectures="$arch" -oDir::State::Lists="$work/lists"
-        -oDir::Cache="$work/cache" -oDir::State::status=/dev/null -oAPT::Sandbox::User=root)
-    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || true
+    local o
+    arch_apt "$arch" "$work"
     (cd "$work" && apt-get "${o[@]}" download libc6 libc6-dbg >/dev/null 2>&1) || {
         echo "boards: cannot download libc6 and libc6-dbg for $arch" >&2
         exit 1
@@ -109,10 +114,8 @@ fetch_perf() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/crossprof-perf-XXXXXX")
     # shellcheck disable=SC2064
     trap "rm -rf '$work'" RETURN
-    mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
-    local o=(-oAPT::Architecture="$arch" -oAPT::Architectures="$arch" -oDir::State::Lists="$work/lists"
-        -oDir::Cache="$work/cache" -oDir::State::status=/dev/null -oAPT::Sandbox::User=root)
-    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || true
+    local o
+    arch_apt "$arch" "$work"
     # linux-perf and every library package below it (not perl, python3 and the rest that
     # perf's scripts need and its ELF file does not).
     local pkgs

@@ -31,6 +31,28 @@ pub struct Stack {
     pub period: u64,
 }
 
+impl Stack {
+    /// The user frames, innermost first: the stack without the kernel's part, which comes
+    /// first (where a system call or a wait was made from, in the program).
+    pub fn user_frames(&self) -> &[FrameId] {
+        let kernel: usize = self
+            .addresses
+            .iter()
+            .filter(|a| a.kernel)
+            .map(|a| a.frames as usize)
+            .sum();
+        self.frames.get(kernel..).unwrap_or(&[])
+    }
+
+    /// Function names of every frame, innermost first (JSON stacks).
+    pub fn names(&self, table: &FrameTable) -> Vec<String> {
+        self.frames
+            .iter()
+            .map(|&f| table.get(f).function.clone())
+            .collect()
+    }
+}
+
 /// One address of a sampled chain and the frames symbolization made of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StackAddress {

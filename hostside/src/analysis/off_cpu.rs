@@ -96,6 +96,22 @@ pub struct WakeupLatency {
     pub cpu: u32,
 }
 
+impl WakeupLatency {
+    /// A sleep of thread `(pid, tid)` ended by its timer, due at `due`, without a recorded
+    /// wakeup: running again at `running` on `cpu`.
+    fn by_timer((pid, tid): (u32, u32), due: u64, running: u64, cpu: u32) -> Self {
+        WakeupLatency {
+            pid,
+            tid,
+            due,
+            timer: true,
+            woken: due,
+            running,
+            cpu,
+        }
+    }
+}
+
 /// A thread leaving a CPU: who was running there until then, and where its wait is charged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchOut {
@@ -315,15 +331,12 @@ impl Timeline {
                                         let due = sleep_timer(&armed, ran_from, out)
                                             .filter(|&due| due >= out && due <= time);
                                         if let Some(due) = due {
-                                            a.latencies.push(WakeupLatency {
-                                                pid,
-                                                tid,
+                                            a.latencies.push(WakeupLatency::by_timer(
+                                                (pid, tid),
                                                 due,
-                                                timer: true,
-                                                woken: due,
-                                                running: time,
+                                                time,
                                                 cpu,
-                                            });
+                                            ));
                                         }
                                     }
                                 }
@@ -337,15 +350,8 @@ impl Timeline {
             // was running that late (cyclictest counts such a cycle, from its clock read).
             for &(time, due) in armed.iter().filter(|&&(t, d)| d < t) {
                 if window.keeps_time(time) {
-                    a.latencies.push(WakeupLatency {
-                        pid,
-                        tid,
-                        due,
-                        timer: true,
-                        woken: due,
-                        running: time,
-                        cpu: UNKNOWN_CPU,
-                    });
+                    let late = WakeupLatency::by_timer((pid, tid), due, time, UNKNOWN_CPU);
+                    a.latencies.push(late);
                 }
             }
             let stop = ended.unwrap_or(end).max(first);

@@ -12,7 +12,7 @@ use crate::analysis::latency::{Instead, ThreadLatency, Worst};
 use crate::analysis::off_cpu::UNKNOWN_CPU;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::analysis::wakers::stacks_by_sample;
-use crate::output::text::frame_label;
+use crate::output::text::user_labels;
 
 /// Threads the text report lists, by most wakeups.
 const TEXT_THREADS: usize = 10;
@@ -128,12 +128,7 @@ impl<'a> InsteadStacks<'a> {
 fn names(p: &CpuProfile, stack: Option<u32>) -> Vec<String> {
     stack
         .and_then(|s| p.stacks.get(s as usize))
-        .map(|s| {
-            s.frames
-                .iter()
-                .map(|&f| p.table.get(f).function.clone())
-                .collect()
-        })
+        .map(|s| s.names(&p.table))
         .unwrap_or_default()
 }
 
@@ -191,26 +186,9 @@ fn us(ns: u64) -> String {
 
 /// The user frames of a stack, labelled, at most [`TEXT_FRAMES`].
 fn user_frames(p: &CpuProfile, stack: Option<u32>) -> String {
-    let Some(s) = stack.and_then(|s| p.stacks.get(s as usize)) else {
-        return "(never sampled)".into();
-    };
-    let kernel: usize = s
-        .addresses
-        .iter()
-        .filter(|a| a.kernel)
-        .map(|a| a.frames as usize)
-        .sum();
-    let labels: Vec<String> = s
-        .frames
-        .iter()
-        .skip(kernel)
-        .take(TEXT_FRAMES)
-        .map(|&f| frame_label(p.table.get(f)))
-        .collect();
-    if labels.is_empty() {
-        "(no user frames)".into()
-    } else {
-        labels.join(" <- ")
+    match stack.and_then(|s| p.stacks.get(s as usize)) {
+        Some(s) => user_labels(p, s, TEXT_FRAMES),
+        None => "(never sampled)".into(),
     }
 }
 

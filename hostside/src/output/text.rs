@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use crossprof_symbols::{MatchKind, Origin};
 use crossprof_unwind::CutShort;
 
-use crate::analysis::cpu::CpuProfile;
+use crate::analysis::cpu::{CpuProfile, Stack};
 use crate::diagnostics::Diagnostic;
 use crate::frames::Frame;
 use crate::output::context::ReportContext;
@@ -33,6 +33,22 @@ pub(crate) fn location(f: &Frame) -> String {
 }
 
 /// A frame in a call chain: `function (file:line)`, or the function alone without a location.
+/// At most `n` user frames of `s` (of profile `p`) labelled and joined callee <- caller, or
+/// `(no user frames)`.
+pub(crate) fn user_labels(p: &CpuProfile, s: &Stack, n: usize) -> String {
+    let labels: Vec<String> = s
+        .user_frames()
+        .iter()
+        .take(n)
+        .map(|&f| frame_label(p.table.get(f)))
+        .collect();
+    if labels.is_empty() {
+        "(no user frames)".into()
+    } else {
+        labels.join(" <- ")
+    }
+}
+
 pub(crate) fn frame_label(f: &Frame) -> String {
     let loc = location(f);
     if loc.is_empty() {

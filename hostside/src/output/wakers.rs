@@ -6,9 +6,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::analysis::cpu::{CpuProfile, Stack};
+use crate::analysis::cpu::CpuProfile;
 use crate::analysis::wakers::Wakers;
-use crate::output::text::{frame_label, pct};
+use crate::output::text::{pct, user_labels};
 
 /// Wakers listed per blocked stack in the text report.
 const WAKERS_PER_STACK: usize = 3;
@@ -78,35 +78,6 @@ fn by_blocked(w: &Wakers) -> Vec<BlockedWakers> {
     v
 }
 
-fn names(p: &CpuProfile, s: &Stack) -> Vec<String> {
-    s.frames
-        .iter()
-        .map(|&f| p.table.get(f).function.clone())
-        .collect()
-}
-
-/// The user frames of a stack (the kernel's come first), labelled, at most `n`.
-fn user_labels(p: &CpuProfile, s: &Stack, n: usize) -> String {
-    let kernel: usize = s
-        .addresses
-        .iter()
-        .filter(|a| a.kernel)
-        .map(|a| a.frames as usize)
-        .sum();
-    let labels: Vec<String> = s
-        .frames
-        .iter()
-        .skip(kernel)
-        .take(n)
-        .map(|&f| frame_label(p.table.get(f)))
-        .collect();
-    if labels.is_empty() {
-        "(no user frames)".into()
-    } else {
-        labels.join(" <- ")
-    }
-}
-
 /// The JSON section, with the top `top` blocked stacks.
 pub fn json(blocked: &CpuProfile, w: &Wakers, top: usize) -> WakeupsJson {
     let stacks = by_blocked(w)
@@ -116,7 +87,7 @@ pub fn json(blocked: &CpuProfile, w: &Wakers, top: usize) -> WakeupsJson {
             let bs = blocked.stacks.get(b as usize)?;
             Some(BlockedJson {
                 tid: bs.tid,
-                stack: names(blocked, bs),
+                stack: bs.names(&blocked.table),
                 woken_ns: ns,
                 wakers: ws
                     .iter()
@@ -127,7 +98,7 @@ pub fn json(blocked: &CpuProfile, w: &Wakers, top: usize) -> WakeupsJson {
                             pid: s.pid,
                             tid: s.tid,
                             comm: thread_name(&w.profile, s.tid),
-                            stack: names(&w.profile, s),
+                            stack: s.names(&w.profile.table),
                             wait_ns: ns,
                             wakeups: count,
                         })

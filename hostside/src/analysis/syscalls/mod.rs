@@ -84,16 +84,9 @@ impl Syscalls {
     /// The kernel's part (the tracepoint and the system call entry path, the same for every
     /// call) is left out.
     pub fn user_frames(&self, stack: Option<u32>) -> &[FrameId] {
-        let Some(s) = stack.and_then(|i| self.profile.stacks.get(i as usize)) else {
-            return &[];
-        };
-        let kernel: usize = s
-            .addresses
-            .iter()
-            .filter(|a| a.kernel)
-            .map(|a| a.frames as usize)
-            .sum();
-        s.frames.get(kernel..).unwrap_or(&[])
+        stack
+            .and_then(|i| self.profile.stacks.get(i as usize))
+            .map_or(&[], |s| s.user_frames())
     }
 }
 
