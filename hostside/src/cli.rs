@@ -137,10 +137,12 @@ pub enum Command {
         /// time on and off the CPU (recordings made with `rec --off-cpu`).
         #[arg(long)]
         off_cpu: bool,
-        /// Report scheduling latency: per thread, the time from each wakeup to running
-        /// again (mean, p50, p99, max, a histogram), and for the worst wakeups what ran on
-        /// that CPU instead, with its stack (recordings made with `rec --off-cpu` as root,
-        /// which have the scheduler's wakeups; `rec -a` sees every process that ran).
+        /// Report scheduling latency: per thread, the time from when it was due to run (the
+        /// expiry of the sleep timer that woke it, as cyclictest counts, else the wakeup) to
+        /// running again (mean, p50, p99, max, a histogram), and for the worst wakeups what
+        /// held that CPU instead, with its stack (recordings made with `rec --off-cpu` as
+        /// root, which have the scheduler's wakeups and sleep timers; `rec -a` sees every
+        /// process that ran).
         #[arg(long, conflicts_with_all = ["cpu", "heap", "event"])]
         latency: bool,
         /// Report system calls, like `strace -c` with the stacks that made them: per call
