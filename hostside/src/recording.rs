@@ -19,7 +19,7 @@ use crossprof_format::{
 };
 
 /// Items per chunk handed from the decoding thread to the analysis
-/// ([`Recording::for_each_item_in_background`]).
+/// ([`Recording::for_each_bulk_in_background`]).
 pub const CHUNK: usize = 2048;
 /// Chunks decoded ahead of the analysis at most.
 pub const IN_FLIGHT: usize = 4;

@@ -20,7 +20,55 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::off_cpu::{Blocked, SwitchOut, WakeupLatency};
+use crate::analysis::off_cpu::Blocked;
+
+/// One blocked thread's wakeup and its switch-in: the scheduling latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeupLatency {
+    /// The woken thread's process id.
+    pub pid: u32,
+    /// The woken thread.
+    pub tid: u32,
+    /// When the thread was due to run: when the sleep timer it armed before blocking was due,
+    /// if that timer woke it, else the wakeup (board clock, ns).
+    pub due: u64,
+    /// Whether `due` is a timer's expiry.
+    pub timer: bool,
+    /// When the wakeup was sampled (board clock, ns).
+    pub woken: u64,
+    /// When the thread entered a CPU after it.
+    pub running: u64,
+    /// The CPU it entered ([`crate::analysis::off_cpu::UNKNOWN_CPU`] when it never left one: its sleep's timer was
+    /// already due when it armed it).
+    pub cpu: u32,
+}
+
+impl WakeupLatency {
+    /// A sleep of thread `(pid, tid)` ended by its timer, due at `due`, without a recorded
+    /// wakeup: running again at `running` on `cpu`.
+    pub(crate) fn by_timer((pid, tid): (u32, u32), due: u64, running: u64, cpu: u32) -> Self {
+        WakeupLatency {
+            pid,
+            tid,
+            due,
+            timer: true,
+            woken: due,
+            running,
+            cpu,
+        }
+    }
+}
+
+/// A thread leaving a CPU: who was running there until then, and where its wait is charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchOut {
+    /// The CPU it left.
+    pub cpu: u32,
+    /// When (board clock, ns).
+    pub time: u64,
+    /// The thread and the sample its stack at that moment is found in.
+    pub blocked: Blocked,
+}
 
 /// How far apart the switch-out of the thread that ran before and the switch-in of the woken
 /// thread may be recorded to count as one context switch. perf stamps both in the same
