@@ -37,17 +37,26 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The first free display number from :90 up.
-display=90
-while [ -e "/tmp/.X11-unix/X$display" ] || [ -e "/tmp/.X$display-lock" ]; do
-    display=$((display + 1))
-done
-Xvfb ":$display" -screen 0 1280x800x24 -fbdir "$work" -nolisten tcp >"$work/xvfb.log" 2>&1 &
+# Xvfb picks a free display itself and writes its number once it is ready (another X server,
+# even one in another root sharing this network namespace, may hold any fixed number).
+Xvfb -displayfd 3 -screen 0 1280x800x24 -fbdir "$work" -nolisten tcp 3>"$work/display" \
+    >"$work/xvfb.log" 2>&1 &
 xvfb=$!
-for _ in $(seq 50); do
-    [ -e "/tmp/.X11-unix/X$display" ] && break
+for _ in $(seq 100); do
+    [ -s "$work/display" ] && break
+    if ! kill -0 "$xvfb" 2>/dev/null; then
+        echo "hotspot-screenshot: Xvfb did not start:" >&2
+        tail -n 20 "$work/xvfb.log" >&2
+        exit 1
+    fi
     sleep 0.1
 done
+display=$(head -n 1 "$work/display")
+if [ -z "$display" ] || [ ! -e "$work/Xvfb_screen0" ]; then
+    echo "hotspot-screenshot: Xvfb gave no display or framebuffer:" >&2
+    tail -n 20 "$work/xvfb.log" >&2
+    exit 1
+fi
 
 mkdir -p "$work/runtime" && chmod 700 "$work/runtime"
 DISPLAY=":$display" XDG_RUNTIME_DIR="$work/runtime" HOME="$work" \
