@@ -94,38 +94,22 @@ pub fn check<R: Read + Seek>(data: &mut R, len: u64) -> Result<()> {
         attrs.1
     );
     // Each attribute entry ends with the section of its event ids.
-    let mut entries = vec![0u8; attrs.1 as usize];
-    data.seek(SeekFrom::Start(attrs.0))?;
-    data.read_exact(&mut entries)?;
-    for e in entries.chunks_exact(attr_size as usize) {
-        ensure!(
-            attr_fits(order, e, attr_size),
-            "an event attribute of an odd size"
-        );
-        let ids = (
-            order.u64(e, e.len() - 16).unwrap_or(0),
-            order.u64(e, e.len() - 8).unwrap_or(0),
-        );
-        inside("event id", ids, len)?;
-    }
+    let entries = Entries {
+        section: attrs,
+        size: attr_size,
+        attr_size,
+    };
+    entries.check(data, order, len, ("an event attribute", "event id"))?;
 
     // Without an event description the parser reads the event types: per event an attribute
     // and the section of its ids.
     ensure!(types.1 <= MAX_FEATURE, "event types of {} bytes", types.1);
-    let mut entries = vec![0u8; types.1 as usize];
-    data.seek(SeekFrom::Start(types.0))?;
-    data.read_exact(&mut entries)?;
-    for e in entries.chunks_exact(attr_size as usize + 16) {
-        ensure!(
-            attr_fits(order, e, attr_size),
-            "an event type of an odd size"
-        );
-        let ids = (
-            order.u64(e, e.len() - 16).unwrap_or(0),
-            order.u64(e, e.len() - 8).unwrap_or(0),
-        );
-        inside("event type id", ids, len)?;
-    }
+    let entries = Entries {
+        section: types,
+        size: attr_size + 16,
+        attr_size,
+    };
+    entries.check(data, order, len, ("an event type", "event type id"))?;
 
     // The feature sections' table follows the data.
     let features: Vec<usize> = (0..256)
@@ -207,6 +191,44 @@ fn attr_fits(order: Order, attr: &[u8], space: u64) -> bool {
     order
         .u32(attr, 4)
         .is_some_and(|size| u64::from(size) <= space && (size >= 128 || VERSIONS.contains(&size)))
+}
+
+/// A section of entries that each begin with an event attribute and end with the section of
+/// the event's ids (the attribute section, and the event types).
+struct Entries {
+    section: Section,
+    /// Bytes per entry.
+    size: u64,
+    /// The attribute size the header gives: no attribute may say it is larger.
+    attr_size: u64,
+}
+
+impl Entries {
+    /// Reads the entries and checks each attribute's size and that each id section lies in
+    /// the file of `len` bytes; `(entry, ids)` name them in the errors.
+    fn check<R: Read + Seek>(
+        &self,
+        data: &mut R,
+        order: Order,
+        len: u64,
+        (entry, ids): (&str, &str),
+    ) -> Result<()> {
+        let mut entries = vec![0u8; self.section.1 as usize];
+        data.seek(SeekFrom::Start(self.section.0))?;
+        data.read_exact(&mut entries)?;
+        for e in entries.chunks_exact(self.size as usize) {
+            ensure!(
+                attr_fits(order, e, self.attr_size),
+                "{entry} of an odd size"
+            );
+            let section = (
+                order.u64(e, e.len() - 16).unwrap_or(0),
+                order.u64(e, e.len() - 8).unwrap_or(0),
+            );
+            inside(ids, section, len)?;
+        }
+        Ok(())
+    }
 }
 
 /// Whether section `s` lies inside a file of `len` bytes, as an error naming it.
