@@ -442,3 +442,75 @@ mod tests {
         );
     }
 }
+
+/// What [`assert_reads_perf_data_like_perf`] measured of a `perf.data` of the CPU ground truth.
+#[derive(Debug, Clone)]
+pub struct PerfDataReading {
+    /// The recording's architecture, as hostside's report names it.
+    pub arch: String,
+    /// hostside's self samples in hot_a and hot_b.
+    pub hot: (u64, u64),
+    /// Samples through `main`: hostside's, then `perf script`'s.
+    pub main: (u64, u64),
+}
+
+/// `hostside report` of a `perf.data` of the CPU ground truth (tests/programs/cpu_split.c)
+/// against perf's own reading of it: the program's module (recorded at `module`) found by the
+/// build-id perf stored, the 75:25 split (70-80%), the same samples as `perf script`, and
+/// `main` reached in at least as many samples as perf reaches it.
+pub fn assert_reads_perf_data_like_perf(
+    data: &Path,
+    sysroot: &Path,
+    module: &str,
+) -> PerfDataReading {
+    use crate::{function_named, number, report_json, share};
+    let report = report_json(data, Some(sysroot));
+    let m = report["modules"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["path"] == module))
+        .unwrap_or_else(|| panic!("{module} not among {:#}", report["modules"]));
+    assert_eq!(m["match"], "build-id", "{m}");
+
+    let (a, b) = (
+        number(function_named(&report, "hot_a"), "self"),
+        number(function_named(&report, "hot_b"), "self"),
+    );
+    let split = share(a, b);
+    assert!(
+        (70.0..=80.0).contains(&split),
+        "{}: hot_a's share is {split:.1}% ({a} vs {b})",
+        data.display()
+    );
+
+    // perf's own unwinding of the same file, with the same sysroot.
+    let samples = script(data, sysroot);
+    let perf_main = samples
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f.name == "main"))
+        .count() as u64;
+    let ours = number(function_named(&report, "main"), "total");
+    eprintln!(
+        "{}: main reached by hostside in {ours}, by perf script in {perf_main}, of {} \
+         samples; hot_a:hot_b {a}:{b}",
+        data.display(),
+        samples.len()
+    );
+    assert_eq!(
+        number(&report["cpu"], "samples"),
+        samples.len() as u64,
+        "the same samples as perf script"
+    );
+    assert!(
+        ours >= perf_main,
+        "main reached in {ours} samples, perf reaches it in {perf_main} of {}",
+        samples.len()
+    );
+    PerfDataReading {
+        arch: report["recording"]["arch"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        hot: (a, b),
+        main: (ours, perf_main),
+    }
+}

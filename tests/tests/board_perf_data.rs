@@ -19,44 +19,12 @@ fn perf_job(call_graph: &[&str], out: &str, p: &BoardProgram, rounds: &str) -> V
     job.into_iter().map(String::from).collect()
 }
 
-/// hostside's report of `data` against perf's own reading of it.
+/// hostside's report of `data` against perf's own reading of it, on the board's architecture,
+/// with `main` reached in at least 90% of the samples in hot_a and hot_b.
 fn assert_reads_like_perf(data: &std::path::Path, sysroot: &Sysroot, p: &BoardProgram) {
-    let report = report_json(data, Some(&sysroot.dir));
-    assert_eq!(report["recording"]["arch"], Board::Aarch64.arch_name());
-    let module = report["modules"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["path"] == p.guest.as_str()))
-        .unwrap_or_else(|| panic!("{} not among {:#}", p.guest, report["modules"]));
-    assert_eq!(module["match"], "build-id", "{module}");
-
-    let (a, b) = (
-        number(function_named(&report, "hot_a"), "self"),
-        number(function_named(&report, "hot_b"), "self"),
-    );
-    let split = share(a, b);
-    assert!(
-        (70.0..=80.0).contains(&split),
-        "{}: hot_a's share is {split:.1}% ({a} vs {b})",
-        data.display()
-    );
-
-    let samples = perf::script(data, &sysroot.dir);
-    let perf_main = samples
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f.name == "main"))
-        .count() as u64;
-    let ours = number(function_named(&report, "main"), "total");
-    eprintln!(
-        "{}: main reached by hostside in {ours}, by perf script in {perf_main}, of {} \
-         samples; hot_a:hot_b {a}:{b}",
-        data.display(),
-        samples.len()
-    );
-    assert_eq!(number(&report["cpu"], "samples"), samples.len() as u64);
-    assert!(
-        ours >= perf_main,
-        "main reached in {ours} samples, perf reaches it in {perf_main}"
-    );
+    let r = perf::assert_reads_perf_data_like_perf(data, &sysroot.dir, &p.guest);
+    assert_eq!(r.arch, Board::Aarch64.arch_name());
+    let ((a, b), (ours, _)) = (r.hot, r.main);
     assert!(
         ours * 10 >= (a + b) * 9,
         "main reached in {ours} samples of {} in hot_a and hot_b",

@@ -44,48 +44,8 @@ fn hostside_reports_a_perf_data_file_recorded_with_dwarf_stacks() {
     add_system_libs(&program.sysroot, &program.board);
     let data = scratch().join("perf_data_import.data");
     perf_record(&data, &program.board, "1500");
-    let report = report_json(&data, Some(&program.sysroot));
-
-    // The program's module, found by the build-id perf stored.
     let board = program.board.to_str().expect("UTF-8 path");
-    let module = report["modules"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["path"] == board))
-        .unwrap_or_else(|| panic!("{board} not among {:#}", report["modules"]));
-    assert_eq!(module["match"], "build-id", "{module}");
-
-    let (a, b) = (
-        number(function_named(&report, "hot_a"), "self"),
-        number(function_named(&report, "hot_b"), "self"),
-    );
-    let split = share(a, b);
-    assert!(
-        (70.0..=80.0).contains(&split),
-        "hot_a's share is {split:.1}% ({a} vs {b})"
-    );
-
-    // perf's own unwinding of the same file (libdw or libunwind, with the same sysroot).
-    let samples = perf::script(&data, &program.sysroot);
-    let perf_main = samples
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f.name == "main"))
-        .count() as u64;
-    let ours = number(function_named(&report, "main"), "total");
-    eprintln!(
-        "main reached: hostside {ours}, perf script {perf_main}, of {} samples; hot_a:hot_b \
-         {a}:{b}",
-        samples.len()
-    );
-    assert_eq!(
-        number(&report["cpu"], "samples"),
-        samples.len() as u64,
-        "the same samples as perf script"
-    );
-    assert!(
-        ours >= perf_main,
-        "main reached in {ours} samples, perf reaches it in {perf_main} of {}",
-        samples.len()
-    );
+    perf::assert_reads_perf_data_like_perf(&data, &program.sysroot, board);
 }
 
 #[test]
