@@ -41,6 +41,8 @@ pub mod sample {
     pub const STACK_USER: u64 = 1 << 13;
     /// Sampling period.
     pub const PERIOD: u64 = 1 << 8;
+    /// A tracepoint's own data.
+    pub const RAW: u64 = 1 << 10;
 }
 
 /// Bits of the attr's flag word (the C bit-field), by position.

@@ -9,14 +9,12 @@
 //! and sizes differ between kernels and between 32- and 64-bit boards (`long` is 4 bytes on
 //! ARMv7), which is why they are read from the board's own `format` files.
 
-use super::attr::PerfEventAttr;
+use super::attr::{sample, PerfEventAttr};
 
 /// Where tracefs is mounted, newest convention first.
 const TRACEFS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 /// `PERF_TYPE_TRACEPOINT`.
 const TYPE_TRACEPOINT: u32 = 2;
-/// `PERF_SAMPLE_RAW`: the tracepoint's own data.
-pub const SAMPLE_RAW: u64 = 1 << 10;
 
 /// One field of a tracepoint's raw data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +131,7 @@ pub fn find(system: &str, event: &str, field_name: &str) -> Result<Tracepoint, S
 pub fn attr(tp: &Tracepoint, mut a: PerfEventAttr) -> PerfEventAttr {
     a.type_ = TYPE_TRACEPOINT;
     a.config = tp.id;
-    a.sample_type |= SAMPLE_RAW;
+    a.sample_type |= sample::RAW;
     a
 }
 
@@ -209,6 +207,6 @@ mod tests {
         };
         let a = attr(&tp, PerfEventAttr::default());
         assert_eq!((a.type_, a.config), (2, 316));
-        assert_ne!(a.sample_type & SAMPLE_RAW, 0);
+        assert_ne!(a.sample_type & sample::RAW, 0);
     }
 }
