@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::analysis::diff::diff;
 use crate::analysis::heap::{self, EventSampling, HeapMetric, HeapOptions};
+use crate::analysis::snapshot;
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
 use crate::diagnostics::Kind;
 use crate::filter::Filter;
@@ -87,6 +88,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             let ctx = l.context();
             let mut out = io::stdout().lock();
             let origin = ctx.header.start_clock_ns;
+            let snapshot = (!l.opened.thread_states.is_empty())
+                .then(|| snapshot::threads(&l.opened.thread_states, &l.cpu));
             if json {
                 let timeline = l.opened.timeline(None);
                 let sections = json::Sections {
@@ -95,6 +98,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     off_cpu: waits.as_ref(),
                     timeline: timeline.as_ref(),
                     syscalls: calls.as_ref(),
+                    snapshot: snapshot.as_deref(),
                 };
                 o::write_json(&mut out, &json::report(&ctx, &l.cpu, &sections, top))?;
             } else if let Some(e) = &chosen {
@@ -110,6 +114,8 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 }
             } else if let (true, Some(p)) = (heap_text, profile) {
                 heap_text::heap_report(&mut out, &ctx, p, top)?;
+            } else if let Some(threads) = &snapshot {
+                o::snapshot::report(&mut out, &ctx, &l.cpu, threads)?;
             } else {
                 text::cpu_report(&mut out, &ctx, &l.cpu, top)?;
                 if let Some(t) = l.opened.timeline(None) {

@@ -9,6 +9,7 @@ pub mod heap;
 pub mod latency;
 pub mod off_cpu;
 pub mod off_cpu_profile;
+pub mod snapshot;
 pub mod syscalls;
 pub mod thread_timeline;
 pub mod wakers;

@@ -125,6 +125,7 @@ pub fn collect(rec: &Recording) -> Info {
             Record::Switch(_) => "switch",
             Record::EventSample(_) => "event_sample",
             Record::JitMap(_) => "jit_map",
+            Record::ThreadState(_) => "thread_state",
             Record::Alloc(_) => "alloc",
             Record::Free(_) => "free",
             Record::StackNode(_) => "stack_node",

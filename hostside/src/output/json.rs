@@ -7,6 +7,7 @@ use crate::analysis::cpu::CpuProfile;
 use crate::analysis::events::EventProfile;
 use crate::analysis::heap::HeapProfile;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
+use crate::analysis::snapshot::ThreadSnapshot;
 use crate::analysis::syscalls::Syscalls;
 use crate::analysis::thread_timeline::ThreadTimeline;
 use crate::diagnostics::Diagnostic;
@@ -28,6 +29,8 @@ pub struct Sections<'a> {
     pub timeline: Option<&'a ThreadTimeline>,
     /// The system calls (`syscalls` and `syscall_threads`).
     pub syscalls: Option<&'a Syscalls>,
+    /// The threads of a snapshot recording (`snapshot`).
+    pub snapshot: Option<&'a [ThreadSnapshot<'a>]>,
 }
 
 /// Builds the `report --json` document: the recording, its modules, the `top` functions of
@@ -57,6 +60,9 @@ pub fn report(
         .map(|t| timeline::json(t, ctx.header.start_clock_ns));
     report.syscalls = sections.syscalls.map(|s| syscalls::json(s, top));
     report.syscall_threads = sections.syscalls.map(|s| syscalls::threads_json(s, top));
+    report.snapshot = sections
+        .snapshot
+        .map(|t| crate::output::snapshot::json(cpu, t, ctx.header.start_clock_ns));
     report
 }
 
@@ -137,6 +143,7 @@ fn base(
         timeline: None,
         syscalls: None,
         syscall_threads: None,
+        snapshot: None,
     }
 }
 
@@ -167,6 +174,9 @@ pub struct ReportJson {
     /// The threads that spent most time in system calls (`--top` of them); null when the
     /// recording has no system calls.
     pub syscall_threads: Option<Vec<crate::output::syscalls::SyscallThreadJson>>,
+    /// Every thread of every `rec --snapshot`: state, wait channel and stacks; null for other
+    /// recordings.
+    pub snapshot: Option<Vec<crate::output::snapshot::SnapshotJson>>,
 }
 
 /// The `recording` section.

@@ -17,6 +17,7 @@ pub mod latency;
 pub mod leak_check;
 pub mod off_cpu;
 pub mod process_table;
+pub mod snapshot;
 pub mod syscalls;
 pub mod text;
 pub mod timeline;

@@ -53,6 +53,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
         (!recording.header().off_cpu.is_empty()).then(|| OffCpuEvents::new(recording.header(), 0));
     let mut syscall_events = SyscallEvents::new(recording.header());
     let mut stubs = KeptStubs::default();
+    let mut thread_states = Vec::new();
     let processes = Processes::build(&mut |f| {
         (summary, stubs) = recording.for_each_metadata_keeping_stubs(|r| {
             timeline_events.observe(&r);
@@ -82,6 +83,10 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
                     tasks.add(s.pid, s.tid);
                 }
                 Record::Comm(c) => tasks.add(c.pid, c.tid),
+                Record::ThreadState(t) => {
+                    tasks.add(t.pid, t.tid);
+                    thread_states.push(t.clone());
+                }
                 Record::Fork(t) | Record::Exit(t) => tasks.add(t.pid, t.tid),
                 Record::Alloc(a) => {
                     has_heap = true;
@@ -137,6 +142,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
         has_syscalls: syscall_events.is_some(),
         syscall_events,
         heap_metadata,
+        thread_states,
         stubs,
         passes,
     })

@@ -103,6 +103,8 @@ pub struct Opened {
     /// The records of the metadata the heap analysis reads (see
     /// [`crate::analysis::heap::HeapBuilder::reads_metadata`]), in file order.
     pub heap_metadata: Vec<Record>,
+    /// What `rec --snapshot` found each thread doing (empty for other recordings).
+    pub thread_states: Vec<crossprof_format::ThreadState>,
     /// The samples' stubs, kept by the metadata pass for the pass over the stacks.
     pub stubs: KeptStubs,
     /// The passes over the file so far.

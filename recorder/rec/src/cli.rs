@@ -17,6 +17,13 @@ Usage:
   rec [OPTIONS] -a                       every process on the board, on every CPU, until
                                          --duration or SIGINT/SIGTERM (needs root,
                                          CAP_PERFMON or perf_event_paranoid <= 0)
+  rec --snapshot -p PID [--count N] [--interval MS] [--out FILE]
+                                         where every thread of a running process is now:
+                                         each thread stopped for a moment (ptrace), its
+                                         registers, used stack and /proc state copied, then
+                                         resumed; hostside report shows them thread by
+                                         thread. For hangs and deadlocks, which sampling
+                                         cannot see (a blocked thread never runs)
   rec --check [--out FILE]               what this board allows (perf events, paranoid level,
                                          kptr_restrict, a PMU, tracefs, free space) and what
                                          to do about it
@@ -88,6 +95,8 @@ Options:
       --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
                         (up to 5 s to exit; rec returns its status)
   -p, --pid PID         record an existing process instead of launching one
+      --count N         with --snapshot: how many snapshots [default: 1]
+      --interval MS     with --snapshot: milliseconds between them [default: 100]
   -a, --all-cpus        record every process (system-wide, one event per CPU) with the
                         maps and build-ids of every process seen; hostside report then
                         lists each process's share
@@ -108,6 +117,7 @@ Examples:
   rec -a --max-size 10M --out /data/fr.zst   # runs until SIGTERM; the last ~10 MB stay
   rec --heap --no-cpu --out /tmp/h.zst ./app
   rec --off-cpu --out /tmp/w.zst ./app     # then: hostside report --off-cpu w.zst
+  rec --snapshot -p $(pidof daemon) --count 5 --interval 200 --out /tmp/s.zst
 ";
 
 /// What to record.
@@ -169,6 +179,8 @@ pub enum Parsed {
     Print(String),
     /// `--check`: say what this board allows, for a recording that would go to this file.
     Check(PathBuf),
+    /// `--snapshot -p PID`: every thread's stack, now.
+    Snapshot(crate::snapshot::Options),
 }
 
 impl Options {
@@ -211,6 +223,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut check = false;
     let mut all = false;
     let mut max_size = None;
+    let mut snapshot = false;
+    let mut count = None;
+    let mut interval = None;
     let err = |e: lexopt::Error| e.to_string();
     while let Some(arg) = p.next().map_err(err)? {
         match arg {
@@ -273,6 +288,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                 syscall_stack = n & !7;
             }
             Long("check") => check = true,
+            Long("snapshot") => snapshot = true,
+            Long("count") => count = Some(p.value().map_err(err)?.parse::<u32>().map_err(err)?),
+            Long("interval") => {
+                interval = Some(Duration::from_millis(
+                    p.value().map_err(err)?.parse::<u64>().map_err(err)?,
+                ))
+            }
             Short('e') | Long("event") => {
                 let list = p.value().map_err(err)?.string().map_err(err)?;
                 let (rest, with_syscalls) = split_syscalls(&list);
@@ -301,6 +323,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     }
     if check {
         return Ok(Parsed::Check(out));
+    }
+    if snapshot {
+        return crate::snapshot::Options::parsed(out, pid, command.is_empty(), count, interval)
+            .map(Parsed::Snapshot);
+    }
+    if count.is_some() || interval.is_some() {
+        return Err("--count and --interval are for --snapshot".into());
     }
     let target = match (pid, command.is_empty(), all) {
         (Some(_), false, _) => return Err("give either -p PID or a COMMAND, not both".into()),
@@ -377,7 +406,23 @@ mod tests {
             Parsed::Run(o) => Ok(o),
             Parsed::Print(_) => Err("printed".into()),
             Parsed::Check(_) => Err("check".into()),
+            Parsed::Snapshot(_) => Err("snapshot".into()),
         }
+    }
+
+    #[test]
+    fn snapshot_takes_a_pid_only() {
+        let parse = |a: &[&str]| parse(a.iter().map(OsString::from));
+        match parse(&["--snapshot", "-p", "7", "--count", "3", "--interval", "50"]) {
+            Ok(Parsed::Snapshot(o)) => {
+                assert_eq!((o.pid, o.count), (7, 3));
+                assert_eq!(o.interval, Duration::from_millis(50));
+            }
+            _ => panic!("not a snapshot"),
+        }
+        assert!(parse(&["--snapshot", "./app"]).is_err());
+        assert!(parse(&["--snapshot", "-p", "7", "--count", "0"]).is_err());
+        assert!(parse(&["--count", "2", "./app"]).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod procfs;
 mod segments;
 mod session;
 mod signals;
+mod snapshot;
 mod system_wide;
 
 use std::io::Write;
@@ -35,6 +36,13 @@ fn main() -> ExitCode {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("rec: --check: {e}");
+                2
+            }
+        },
+        Ok(Parsed::Snapshot(opts)) => match snapshot::run(&opts) {
+            Ok(status) => status,
+            Err(e) => {
+                eprintln!("rec: {e}");
                 2
             }
         },

@@ -14,6 +14,7 @@ mod jit;
 mod run;
 mod sample;
 mod task;
+mod thread_state;
 
 pub use event_sample::EventSample;
 pub use heap::{Alloc, Free, StackNode};
@@ -21,6 +22,7 @@ pub use jit::{is_jitdump, JitMap};
 pub use run::{Blob, End, Header, Lost};
 pub use sample::{Sample, Switch};
 pub use task::{Comm, Mmap, Rss, Task};
+pub use thread_state::ThreadState;
 
 use std::cmp::Ordering;
 
@@ -136,6 +138,8 @@ pub enum Record {
     EventSample(EventSample),
     /// See [`JitMap`].
     JitMap(JitMap),
+    /// See [`ThreadState`].
+    ThreadState(ThreadState),
     /// A record with a tag this reader does not know.
     Unknown(u8),
 }
@@ -166,6 +170,7 @@ pub(crate) mod tag {
     /// In a records frame: a run of bulk records that lie in the bulk frame (see `pairs`);
     /// never handed out.
     pub const BULK_RUN: u8 = 19;
+    pub const THREAD_STATE: u8 = 20;
 }
 
 /// Bytes left for the payload's length before the payload is encoded: a length of 128 to
@@ -247,6 +252,10 @@ impl Record {
                 j.encode(e);
                 tag::JIT_MAP
             }
+            Record::ThreadState(t) => {
+                t.encode(e);
+                tag::THREAD_STATE
+            }
             Record::Unknown(t) => *t,
         }
     }
@@ -299,6 +308,7 @@ impl Record {
             tag::END => Record::End(End::decode(d)?),
             tag::EVENT_SAMPLE => Record::EventSample(EventSample::decode(d, opts.sample_stacks)?),
             tag::JIT_MAP => Record::JitMap(JitMap::decode(d)?),
+            tag::THREAD_STATE => Record::ThreadState(ThreadState::decode(d)?),
             other => Record::Unknown(other),
         })
     }

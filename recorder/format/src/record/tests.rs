@@ -117,6 +117,17 @@ pub(crate) fn one_of_each() -> Vec<Record> {
             offset: 1 << 20,
             file_size: (1 << 20) + 4,
         }),
+        Record::ThreadState(ThreadState {
+            time: 11,
+            pid: 77,
+            tid: 78,
+            index: 2,
+            state: "S".into(),
+            wchan: "futex_wait_queue".into(),
+            kernel_stack: vec!["futex_wait_queue".into(), "do_futex".into()],
+            stopped_ns: 250_000,
+            captured: true,
+        }),
         Record::End(End {
             time: 5,
             exit_status: -1,
