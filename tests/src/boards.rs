@@ -57,7 +57,8 @@ impl Board {
         }
     }
 
-    fn dynamic_linker(self) -> &'static str {
+    /// The dynamic loader's file name in `/lib` of the board (the program interpreter).
+    pub fn dynamic_linker(self) -> &'static str {
         match self {
             Board::Aarch64 => "ld-linux-aarch64.so.1",
             Board::Armv7 => "ld-linux-armhf.so.3",
