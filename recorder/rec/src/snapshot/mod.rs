@@ -138,7 +138,7 @@ impl Snapshots {
     fn take(&mut self, index: u32, w: &mut FrameWriter<File>) -> io::Result<()> {
         let pid = self.pid;
         let maps = procfs::maps(pid)?;
-        let before: Vec<(u32, (String, String, Vec<String>))> = procfs::threads(pid)?
+        let before: Vec<(u32, thread::Seen)> = procfs::threads(pid)?
             .into_iter()
             .map(|tid| (tid, thread::read(pid, tid)))
             .collect();
@@ -161,7 +161,7 @@ impl Snapshots {
             stopped_ns as f64 / 1e6
         );
         self.write_maps(maps, time, w)?;
-        for (tid, (state, wchan, kernel_stack)) in before {
+        for (tid, seen) in before {
             let comm = procfs::comm(pid, tid);
             if self.names.insert((tid, comm.clone())) {
                 let exec = false;
@@ -193,9 +193,9 @@ impl Snapshots {
                 pid,
                 tid,
                 index,
-                state,
-                wchan,
-                kernel_stack,
+                state: seen.state,
+                wchan: seen.wchan,
+                kernel_stack: seen.kernel_stack,
                 stopped_ns,
                 captured: is_captured,
             }))?;

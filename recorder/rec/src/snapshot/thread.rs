@@ -23,8 +23,18 @@ pub fn parse_kernel_stack(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// What the thread is doing: (state, wait channel, kernel stack), each empty when unreadable.
-pub fn read(pid: u32, tid: u32) -> (String, String, Vec<String>) {
+/// What /proc says one thread is doing; each field empty when unreadable.
+pub struct Seen {
+    /// The state letter.
+    pub state: String,
+    /// The wait channel.
+    pub wchan: String,
+    /// The kernel stack's function names, innermost first.
+    pub kernel_stack: Vec<String>,
+}
+
+/// What thread `tid` of `pid` is doing.
+pub fn read(pid: u32, tid: u32) -> Seen {
     let dir = format!("/proc/{pid}/task/{tid}");
     let state = fs::read_to_string(format!("{dir}/stat"))
         .ok()
@@ -35,10 +45,14 @@ pub fn read(pid: u32, tid: u32) -> (String, String, Vec<String>) {
         .ok()
         .filter(|w| !w.is_empty() && w != "0")
         .unwrap_or_default();
-    let stack = fs::read_to_string(format!("{dir}/stack"))
+    let kernel_stack = fs::read_to_string(format!("{dir}/stack"))
         .map(|s| parse_kernel_stack(&s))
         .unwrap_or_default();
-    (state, wchan, stack)
+    Seen {
+        state,
+        wchan,
+        kernel_stack,
+    }
 }
 
 #[cfg(test)]
@@ -71,7 +85,6 @@ mod tests {
     #[test]
     fn own_thread_reads_as_running() {
         let pid = std::process::id();
-        let (state, _, _) = read(pid, pid);
-        assert_eq!(state, "R");
+        assert_eq!(read(pid, pid).state, "R");
     }
 }
