@@ -51,14 +51,52 @@ fn stack(t: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Both workers asleep in the lock, called from take_second and their entry function; main in
-/// the join; the process stopped for less than a second.
-fn assert_deadlock_seen(threads: &[Value], text: &str, what: &str) {
+/// In each of `count` snapshots, both workers asleep in the lock, called from take_second and
+/// their entry function; main in the join; the process stopped for less than a second. With
+/// several, each worker's stack counted once per snapshot across them.
+fn assert_deadlock_seen(all: &[Value], text: &str, what: &str, count: usize) {
     assert_eq!(
-        threads.len(),
-        3,
-        "{what}: three threads, one snapshot: {threads:#?}"
+        all.len(),
+        3 * count,
+        "{what}: three threads per snapshot: {all:#?}"
     );
+    for index in 0..count {
+        let threads: Vec<Value> = all
+            .iter()
+            .filter(|t| t["index"] == index)
+            .cloned()
+            .collect();
+        assert_one_snapshot(&threads, what);
+    }
+    assert!(
+        text.contains(&format!("Snapshot {count} of {count}")),
+        "{text}"
+    );
+    assert!(text.contains("take_second"), "{text}");
+    if count > 1 {
+        let heading = format!("Stacks across the {count} snapshots");
+        let across = text
+            .split(&heading)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{text}"));
+        let rows: Vec<&str> = across
+            .lines()
+            .filter(|l| l.contains("take_second"))
+            .collect();
+        assert_eq!(rows.len(), 2, "{across}");
+        for r in rows {
+            assert_eq!(
+                r.split_whitespace().next(),
+                Some(&*count.to_string()),
+                "{r}"
+            );
+        }
+    }
+}
+
+/// One snapshot's three threads as [`assert_deadlock_seen`] says.
+fn assert_one_snapshot(threads: &[Value], what: &str) {
+    assert_eq!(threads.len(), 3, "{what}: three threads: {threads:#?}");
     for worker in ["worker_one", "worker_two"] {
         let t = thread_in(threads, worker);
         let s = stack(t);
@@ -95,8 +133,6 @@ fn assert_deadlock_seen(threads: &[Value], text: &str, what: &str) {
         "{what}: process stopped for {:.2} ms",
         number(&threads[0], "stopped_ns") as f64 / 1e6
     );
-    assert!(text.contains("Snapshot 1 of 1"), "{text}");
-    assert!(text.contains("take_second"), "{text}");
 }
 
 #[test]
@@ -111,7 +147,7 @@ fn a_deadlock_on_x86_64() {
         .arg(&program.board)
         .arg("--")
         .arg(rec())
-        .args(["--snapshot", "--out"])
+        .args(["--snapshot", "--count", "3", "--interval", "50", "--out"])
         .arg(&out)
         .output()
         .expect("run the driver");
@@ -122,7 +158,7 @@ fn a_deadlock_on_x86_64() {
         String::from_utf8_lossy(&run.stderr)
     );
     let (threads, text) = snapshot(&out, &program.sysroot);
-    assert_deadlock_seen(&threads, &text, "x86_64");
+    assert_deadlock_seen(&threads, &text, "x86_64", 3);
 }
 
 /// The same on an emulated board, with the board's static rec.
@@ -170,7 +206,7 @@ fn on_board(board: Board, tag: &str) {
     assert!(log.contains("alive: 3 threads, 3 sleeping"), "{log}");
     run.assert_ok(1);
     let (threads, text) = snapshot(&run.save("s.zst", tag), &sysroot.dir);
-    assert_deadlock_seen(&threads, &text, tag);
+    assert_deadlock_seen(&threads, &text, tag, 1);
 }
 
 #[test]
