@@ -19,7 +19,12 @@ Usage:
                                          CAP_PERFMON or perf_event_paranoid <= 0)
   rec --check [--out FILE]               what this board allows (perf events, paranoid level,
                                          kptr_restrict, a PMU, tracefs, free space) and what
-                                         to do about it
+                                         to do about it, with the missing kernel options
+                                         from /proc/config.gz or /boot/config-$(uname -r)
+  rec --check --kernel-config FILE       the same, naming the options missing from FILE
+                                         (the kernel build's .config, plain or gzip)
+  rec --print-kernel-options             a kernel configuration fragment with every option
+                                         rec uses
 
 Options:
   -o, --out FILE        recording to write [default: crossprof.zst]
@@ -167,8 +172,10 @@ pub enum Parsed {
     Run(Options),
     /// Print this text and exit 0.
     Print(String),
-    /// `--check`: say what this board allows, for a recording that would go to this file.
-    Check(PathBuf),
+    /// `--check`: say what this board allows, for a recording that would go to this file,
+    /// and which kernel options are missing from the configuration (`--kernel-config`, else
+    /// the running kernel's).
+    Check(PathBuf, Option<PathBuf>),
 }
 
 impl Options {
@@ -209,6 +216,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut syscalls = false;
     let mut syscall_stack = crate::perf::syscalls::DEFAULT_STACK;
     let mut check = false;
+    let mut kernel_config = None;
     let mut all = false;
     let mut max_size = None;
     let err = |e: lexopt::Error| e.to_string();
@@ -273,6 +281,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                 syscall_stack = n & !7;
             }
             Long("check") => check = true,
+            Long("kernel-config") => kernel_config = Some(PathBuf::from(p.value().map_err(err)?)),
+            Long("print-kernel-options") => {
+                return Ok(Parsed::Print(crate::check::options::fragment()))
+            }
             Short('e') | Long("event") => {
                 let list = p.value().map_err(err)?.string().map_err(err)?;
                 let (rest, with_syscalls) = split_syscalls(&list);
@@ -300,7 +312,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         }
     }
     if check {
-        return Ok(Parsed::Check(out));
+        return Ok(Parsed::Check(out, kernel_config));
+    }
+    if kernel_config.is_some() {
+        return Err("--kernel-config goes with --check".into());
     }
     let target = match (pid, command.is_empty(), all) {
         (Some(_), false, _) => return Err("give either -p PID or a COMMAND, not both".into()),
@@ -376,7 +391,7 @@ mod tests {
         match parse(args.iter().map(OsString::from))? {
             Parsed::Run(o) => Ok(o),
             Parsed::Print(_) => Err("printed".into()),
-            Parsed::Check(_) => Err("check".into()),
+            Parsed::Check(..) => Err("check".into()),
         }
     }
 
@@ -465,11 +480,19 @@ mod tests {
 
     #[test]
     fn check_needs_no_command() {
-        let Ok(Parsed::Check(out)) = parse(["--check", "--out", "/data/x.zst"].map(OsString::from))
+        let Ok(Parsed::Check(out, None)) =
+            parse(["--check", "--out", "/data/x.zst"].map(OsString::from))
         else {
             panic!("not a check")
         };
         assert_eq!(out, PathBuf::from("/data/x.zst"));
+        let Ok(Parsed::Check(_, Some(config))) =
+            parse(["--check", "--kernel-config", "linux/.config"].map(OsString::from))
+        else {
+            panic!("not a check of a kernel configuration")
+        };
+        assert_eq!(config, PathBuf::from("linux/.config"));
+        assert!(run(&["--kernel-config", "x", "./app"]).is_err());
     }
 
     #[test]
