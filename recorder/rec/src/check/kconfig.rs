@@ -69,20 +69,22 @@ pub fn find(explicit: Option<&Path>, release: &str) -> Result<Config, Found> {
         return read(p).map_err(|e| Found::Unreadable(format!("{}: {e}", p.display())));
     }
     let boot = PathBuf::from(format!("/boot/config-{release}"));
+    let mut tried = Vec::new();
     for p in [Path::new("/proc/config.gz"), boot.as_path()] {
-        if let Ok(c) = read(p) {
-            return Ok(c);
+        match read(p) {
+            Ok(c) => return Ok(c),
+            Err(e) => tried.push(format!("{}: {e}", p.display())),
         }
     }
-    Err(Found::Nothing(boot))
+    Err(Found::Nothing(tried.join(", ")))
 }
 
 /// Why there is no configuration to check.
 pub enum Found {
     /// `--kernel-config FILE` could not be read: the message.
     Unreadable(String),
-    /// Neither /proc/config.gz nor this /boot file exists.
-    Nothing(PathBuf),
+    /// Neither /proc/config.gz nor /boot/config-RELEASE could be read: why, for each.
+    Nothing(String),
 }
 
 fn read(p: &Path) -> Result<Config, String> {

@@ -155,13 +155,12 @@ pub fn report(w: &mut dyn Write, out: &Path, kernel_config: Option<&Path>) -> io
             Some(c)
         }
         Err(Found::Unreadable(_)) => None,
-        Err(Found::Nothing(boot)) => {
+        Err(Found::Nothing(tried)) => {
             writeln!(
                 w,
-                "kernel config        none readable (no /proc/config.gz, no {}): missing \
-                 kernel options cannot be named; copy the build's .config here and give \
-                 it with --kernel-config FILE",
-                boot.display()
+                "kernel config        none readable ({tried}): missing kernel options \
+                 cannot be named; copy the build's .config here and give it with \
+                 --kernel-config FILE"
             )?;
             None
         }
