@@ -69,9 +69,34 @@ fetch_kernel() {
             *) echo "boards: $pkg has no $m module" >&2; exit 1 ;;
         esac
     done
+    cp "$work"/x/boot/config-* "$dir.new/config"
     echo "$pkg" >"$dir.new/package"
     rm -rf "$dir"
     mv "$dir.new" "$dir"
+}
+
+# The kernel's build configuration (/boot/config-* of its package) beside a kernel fetched
+# before setup.sh kept it, from the same package: the test of `rec --check` reads it.
+fetch_kernel_config() {
+    local arch=$1 dir="$cache/$1"
+    [ -s "$dir/config" ] && return 0
+    local work
+    work=$(mktemp -d "${TMPDIR:-/tmp}/crossprof-kconfig-XXXXXX")
+    # shellcheck disable=SC2064
+    trap "rm -rf '$work'" RETURN
+    local o pkg
+    pkg=$(cat "$dir/package")
+    arch_apt "$arch" "$work"
+    if (cd "$work" && apt-get "${o[@]}" download "$pkg" >/dev/null 2>&1); then
+        dpkg -x "$work"/"$pkg"_*.deb "$work/x"
+        cp "$work"/x/boot/config-* "$dir/config.new"
+        mv "$dir/config.new" "$dir/config"
+    else
+        # That version left the archive: fetch the current kernel, with its configuration.
+        echo "boards: $pkg is no longer in the archive; fetching the current $arch kernel" >&2
+        rm -rf "$dir"
+        fetch_kernel "$arch"
+    fi
 }
 
 # Debian's own C library for the board (libc6) and its detached debug info (libc6-dbg),
@@ -161,6 +186,7 @@ fetch_perf() {
 
 for a in "${archs[@]}"; do
     fetch_kernel "$a"
+    fetch_kernel_config "$a"
     fetch_libc "$a"
 done
 # perf on the AArch64 board only (issue 29): one board shows the perf.data route.

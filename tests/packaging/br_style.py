@@ -20,7 +20,12 @@ that apply to our package, written from the manual:
 - <pkg>.hash: `<type>  <hex>  <file>` with two spaces, a known type and a digest of its length;
   every file listed in <PKG>_LICENSE_FILES is hashed, and (our addition) the digest matches
   the file at the repository root;
-- external.desc: `name:` made of [A-Za-z0-9_], a `desc:` line; Config.in sources exist.
+- external.desc: `name:` made of [A-Za-z0-9_], a `desc:` line; Config.in sources exist;
+- *.fragment (kernel configuration fragments for BR2_LINUX_KERNEL_CONFIG_FRAGMENT_FILES):
+  check-package has no rules for them (utils/check-package hands a fragment to no checker),
+  so only the every-file rules above plus ours: each line is `CONFIG_<SYM>=<value>`,
+  `# CONFIG_<SYM> is not set`, a `#` comment or blank, as the kernel's merge_config.sh reads
+  them, and no symbol is set twice (merge_config.sh would warn of the redefinition).
 
 Usage: br_style.py [TREE]          check TREE (default: buildroot-pkg/ of this repository)
        br_style.py --self-test     break a copy on purpose and require every rule to fire
@@ -230,6 +235,25 @@ def check_hash(path, lines, rep, license_files):
                 rep.add(path, n, "hash-license", f"{name}: digest does not match the file")
 
 
+FRAGMENT_LINE = re.compile(r'^(CONFIG_[A-Za-z0-9_]+=(y|m|n|-?[0-9]+|0x[0-9a-fA-F]+|"[^"]*")'
+                           r'|# CONFIG_[A-Za-z0-9_]+ is not set|#.*|)$')
+
+
+def check_fragment(path, lines, rep):
+    seen = {}
+    for n, line in enumerate(lines, 1):
+        if not FRAGMENT_LINE.match(line):
+            rep.add(path, n, "fragment-line",
+                    "expected CONFIG_<SYM>=<value>, '# CONFIG_<SYM> is not set' or a comment")
+            continue
+        m = re.match(r"^(?:# )?(CONFIG_[A-Za-z0-9_]+)(=| is not set)", line)
+        if m:
+            if m.group(1) in seen:
+                rep.add(path, n, "fragment-redefined",
+                        f"{m.group(1)} already set on line {seen[m.group(1)]}")
+            seen[m.group(1)] = n
+
+
 def check_external_desc(path, lines, rep):
     names = [l for l in lines if l.startswith("name:")]
     if len(names) != 1 or not re.match(r"^name: [A-Za-z0-9_]+$", names[0]):
@@ -260,6 +284,8 @@ def check_tree(tree):
         pkg_upper = pkg.replace("-", "_").upper()
         if path.name == "external.desc":
             check_external_desc(path, lines, rep)
+        elif path.suffix == ".fragment":
+            check_fragment(path, lines, rep)
         elif path.name.startswith("Config.in"):
             if path.parent == tree:
                 for n, line in enumerate(lines, 1):
@@ -329,6 +355,10 @@ DEFECTS = [
     ("package/crossprof/crossprof.hash", "sha256  ", "sha256 ", "hash-spaces"),
     ("package/crossprof/crossprof.hash", "  LICENSE-APACHE", "0  LICENSE-APACHE", "hash-length"),
     ("external.desc", "name: CROSSPROF", "name: cross-prof", "external-desc"),
+    ("board/crossprof/linux.fragment", "CONFIG_PERF_EVENTS=y", "CONFIG_PERF_EVENTS = y",
+     "fragment-line"),
+    ("board/crossprof/linux.fragment", "CONFIG_KALLSYMS=y", "CONFIG_KALLSYMS=y\nCONFIG_FTRACE=y",
+     "fragment-redefined"),
 ]
 
 

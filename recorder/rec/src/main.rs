@@ -32,13 +32,15 @@ fn main() -> ExitCode {
             let _ = std::io::stdout().write_all(text.as_bytes());
             0
         }
-        Ok(Parsed::Check(out)) => match check::report(&mut std::io::stdout().lock(), &out) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("rec: --check: {e}");
-                2
+        Ok(Parsed::Check(out, config)) => {
+            match check::report(&mut std::io::stdout().lock(), &out, config.as_deref()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("rec: --check: {e}");
+                    2
+                }
             }
-        },
+        }
         Ok(Parsed::Snapshot(opts)) => match snapshot::run(&opts) {
             Ok(status) => status,
             Err(e) => {

@@ -289,3 +289,26 @@ fn attach_error(pid: u32, e: io::Error) -> RecError {
     };
     RecError::Snapshot(why)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::time::Duration;
+
+    use crate::cli::{parse, Parsed};
+
+    #[test]
+    fn snapshot_takes_a_pid_only() {
+        let parse = |a: &[&str]| parse(a.iter().map(OsString::from));
+        match parse(&["--snapshot", "-p", "7", "--count", "3", "--interval", "50"]) {
+            Ok(Parsed::Snapshot(o)) => {
+                assert_eq!((o.pid, o.count), (7, 3));
+                assert_eq!(o.interval, Duration::from_millis(50));
+            }
+            _ => panic!("not a snapshot"),
+        }
+        assert!(parse(&["--snapshot", "./app"]).is_err());
+        assert!(parse(&["--snapshot", "-p", "7", "--count", "0"]).is_err());
+        assert!(parse(&["--count", "2", "./app"]).is_err());
+    }
+}

@@ -85,6 +85,8 @@ mod tests {
     #[test]
     fn own_thread_reads_as_running() {
         let pid = std::process::id();
-        assert_eq!(read(pid, pid).state, "R");
+        // SAFETY: gettid takes no arguments and cannot fail.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+        assert_eq!(read(pid, tid).state, "R");
     }
 }

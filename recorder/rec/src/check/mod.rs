@@ -3,10 +3,17 @@
 //! PMU, tracefs, and the free space where the recording would go.
 //!
 //! Every probe is read-only: files under /proc and /sys, and perf events opened on rec itself
-//! and closed at once.
+//! and closed at once. With a kernel configuration (see [`kconfig`]) each line also names
+//! the `CONFIG_` options missing behind it ([`options`] is the list).
+
+mod kconfig;
+pub mod options;
 
 use std::io::{self, Write};
 use std::path::Path;
+
+use kconfig::{Config, Found};
+use options::{Capability, How};
 
 use crate::perf::attr::{self, flag, PerfEventAttr};
 use crate::perf::kind::Kind;
@@ -82,10 +89,83 @@ fn free_bytes(dir: &Path) -> io::Result<u64> {
     Ok(s.f_bavail as u64 * s.f_frsize as u64)
 }
 
-/// Writes the report for a recording that would go to `out`.
-pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
+/// Indent of the text after a line's name.
+const INDENT: &str = "                     ";
+
+/// After a capability's line: the options its kernel configuration lacks, or, with no
+/// configuration, every option it needs when the probe (`works`) failed.
+fn options_line(
+    w: &mut dyn Write,
+    config: &Option<Config>,
+    capability: Capability,
+    works: bool,
+) -> io::Result<()> {
+    let list = |rs: Vec<&options::Requirement>| {
+        rs.iter()
+            .map(|r| match r.how {
+                How::Set => format!("CONFIG_{}=y", r.name),
+                How::Selected(by) => format!("CONFIG_{} (selected by {by})", r.name),
+                How::Arch => format!("CONFIG_{} (the architecture's; no option gives it)", r.name),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match config {
+        Some(c) => {
+            let missing = c.missing(capability);
+            if !missing.is_empty() {
+                writeln!(
+                    w,
+                    "{INDENT}missing from the kernel configuration: {}",
+                    list(missing)
+                )?;
+            }
+        }
+        None if !works => {
+            let needed = options::of(capability)
+                .filter(|r| r.arches.is_empty())
+                .collect();
+            writeln!(
+                w,
+                "{INDENT}the kernel needs {} (no kernel configuration says which is missing)",
+                list(needed)
+            )?;
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// Writes the report for a recording that would go to `out`, naming missing kernel options
+/// from `kernel_config` or the running kernel's configuration.
+pub fn report(w: &mut dyn Write, out: &Path, kernel_config: Option<&Path>) -> io::Result<()> {
     let (release, host) = procfs::uname();
+    let found = kconfig::find(kernel_config, &release);
+    if let Err(Found::Unreadable(why)) = found {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--kernel-config {why}"),
+        ));
+    }
     writeln!(w, "kernel               {release} on {host}")?;
+    let proc_config = Path::new("/proc/config.gz").exists();
+    let config = match found {
+        Ok(c) => {
+            writeln!(w, "kernel config        {}", c.source)?;
+            Some(c)
+        }
+        Err(Found::Unreadable(_)) => None,
+        Err(Found::Nothing(tried)) => {
+            writeln!(
+                w,
+                "kernel config        none readable ({tried}): missing kernel options \
+                 cannot be named; copy the build's .config here and give it with \
+                 --kernel-config FILE"
+            )?;
+            None
+        }
+    };
+    options_line(w, &config, Capability::KernelConfig, proc_config)?;
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
     writeln!(
@@ -97,13 +177,15 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
             format!("uid {uid}")
         }
     )?;
-    match probe(Kind::CpuClock) {
+    let perf = probe(Kind::CpuClock);
+    match &perf {
         Ok(()) => writeln!(w, "perf events          yes (cpu-clock opens)")?,
         Err(e) => writeln!(
             w,
-            "perf events          NO ({e}): rec cannot sample here; the kernel needs CONFIG_PERF_EVENTS (rec --heap --no-cpu still works)"
+            "perf events          NO ({e}): rec cannot sample here (rec --heap --no-cpu still works)"
         )?,
     }
+    options_line(w, &config, Capability::PerfEvents, perf.is_ok())?;
     let paranoid = procfs::perf_event_paranoid();
     let what = match paranoid {
         Some(p) if p <= -1 => "everything allowed",
@@ -132,7 +214,19 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
         "kptr_restrict        {}: {what}",
         kptr.as_deref().unwrap_or("?")
     )?;
-    match probe(Kind::Cycles) {
+    let kallsyms = Path::new("/proc/kallsyms").exists();
+    writeln!(
+        w,
+        "kernel symbols       {}",
+        if kallsyms {
+            "/proc/kallsyms: kernel frames can be named"
+        } else {
+            "no /proc/kallsyms: kernel frames stay addresses"
+        }
+    )?;
+    options_line(w, &config, Capability::KernelSymbols, kallsyms)?;
+    let pmu = probe(Kind::Cycles);
+    match &pmu {
         Ok(()) => writeln!(
             w,
             "hardware PMU         yes: -e cycles, instructions, cache-misses, branch-misses"
@@ -141,6 +235,16 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
             w,
             "hardware PMU         none ({e}): use -e cpu-clock or task-clock"
         )?,
+    }
+    options_line(w, &config, Capability::HardwarePmu, pmu.is_ok())?;
+    if let Some(c) = &config {
+        let stacks = if c.missing(Capability::UserStacks).is_empty() {
+            "yes: the kernel copies registers and stack (--call-graph dwarf)"
+        } else {
+            "no: this kernel cannot copy user stacks, use --call-graph fp"
+        };
+        writeln!(w, "user stacks          {stacks}")?;
+        options_line(w, &config, Capability::UserStacks, true)?;
     }
     let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .into_iter()
@@ -153,6 +257,7 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
             |p| p.to_string()
         )
     )?;
+    options_line(w, &config, Capability::Tracepoints, tracefs.is_some())?;
     match wakeups() {
         Ok(name) => writeln!(
             w,
@@ -163,7 +268,8 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
             "wakeups              no: {why}; --off-cpu records waits without their wakers"
         )?,
     }
-    match syscalls() {
+    let syscalls = syscalls();
+    match &syscalls {
         Ok(_) => writeln!(
             w,
             "system calls         yes (raw_syscalls): -e syscalls records each call"
@@ -173,6 +279,19 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
             "system calls         no: {why}; -e syscalls cannot record"
         )?,
     }
+    options_line(w, &config, Capability::Syscalls, syscalls.is_ok())?;
+    // Root only; it exists for every process when the kernel has it.
+    let stacks = Path::new("/proc/self/stack").exists();
+    writeln!(
+        w,
+        "kernel stacks        {}",
+        if stacks {
+            "/proc/PID/stack (root only): rec --snapshot shows each thread's kernel stack"
+        } else {
+            "no /proc/PID/stack: rec --snapshot shows user stacks only"
+        }
+    )?;
+    options_line(w, &config, Capability::KernelStacks, stacks)?;
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -189,6 +308,26 @@ pub fn report(w: &mut dyn Write, out: &Path) -> io::Result<()> {
             w,
             "free space           unknown for {} ({e})",
             dir.display()
+        )?,
+    }
+    // One line for scripts: every missing option, as the fragments spell them.
+    match &config {
+        Some(c) => {
+            let missing = c.all_missing();
+            let names: Vec<String> = missing.iter().map(|n| format!("CONFIG_{n}")).collect();
+            writeln!(
+                w,
+                "missing options      {}",
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(" ")
+                }
+            )?;
+        }
+        None => writeln!(
+            w,
+            "missing options      unknown (no kernel configuration; rec --print-kernel-options lists what rec uses)"
         )?,
     }
     Ok(())
