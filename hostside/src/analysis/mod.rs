@@ -9,6 +9,7 @@ pub mod heap;
 pub mod latency;
 pub mod off_cpu;
 pub mod off_cpu_profile;
+pub mod significance;
 pub mod syscalls;
 pub mod thread_timeline;
 pub mod wakers;
