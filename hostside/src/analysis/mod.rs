@@ -8,6 +8,7 @@ pub mod events;
 pub mod heap;
 pub mod latency;
 pub mod off_cpu;
+pub mod off_cpu_diff;
 pub mod off_cpu_profile;
 pub mod significance;
 pub mod syscalls;

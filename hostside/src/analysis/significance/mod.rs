@@ -28,6 +28,13 @@
 /// The false-discovery rate at which rows are marked: 1%.
 pub const ALPHA: f64 = 0.01;
 
+/// The smallest change of a function's absolute cost that is marked, as a fraction of the
+/// longer recording's whole cost: 1%. Below it live the kernel's interrupts, softirqs and
+/// scheduler, whose samples a loaded machine gives in bursts (0 samples in one run, 22 in
+/// the next, here): far from the independent samples the tests assume, so their small
+/// counts would be marked on the strength of a model that does not hold for them.
+pub const MIN_COST_CHANGE: f64 = 0.01;
+
 /// Fewer waits than this on either side are not compared: the Mann-Whitney normal
 /// approximation needs a few values per side, and two waits say little.
 pub const MIN_WAITS: usize = 5;
@@ -45,7 +52,8 @@ pub struct Mark {
 /// is significant when both its absolute cost and its share changed, i.e. its p-value, the
 /// larger of [`rate_test`] with exposures `per_cost` (each side's samples per unit of cost:
 /// samples over the sum of their periods) and with exposures `totals` (each side's samples),
-/// passes [`benjamini_hochberg`] at [`ALPHA`] among the rows that could pass at all. Taking
+/// passes [`benjamini_hochberg`] at [`ALPHA`] among the rows that could pass at all, and its
+/// absolute cost changed by at least [`MIN_COST_CHANGE`] of the longer recording's. Taking
 /// the larger p-value is an intersection-union test: each of the two is a valid test, so
 /// their conjunction is one too, without a further correction.
 pub fn mark_counts(counts: &[(u64, u64)], per_cost: (f64, f64), totals: (u64, u64)) -> Vec<Mark> {
@@ -63,11 +71,14 @@ pub fn mark_counts(counts: &[(u64, u64)], per_cost: (f64, f64), totals: (u64, u6
         .map(|(&(k1, k2), &p)| (smallest_rate_p(k1 + k2) <= ALPHA).then_some(p))
         .collect();
     let marked = benjamini_hochberg(&tested, ALPHA);
+    let cost = |k: u64, per_cost: f64| k as f64 / per_cost;
+    let floor = MIN_COST_CHANGE * cost(totals.0, per_cost.0).max(cost(totals.1, per_cost.1));
     p.into_iter()
         .zip(marked)
-        .map(|(p_value, significant)| Mark {
+        .zip(counts)
+        .map(|((p_value, marked), &(k1, k2))| Mark {
             p_value,
-            significant,
+            significant: marked && (cost(k2, per_cost.1) - cost(k1, per_cost.0)).abs() >= floor,
         })
         .collect()
 }
