@@ -86,6 +86,9 @@ pub struct OffCpuDiff {
 /// What the diff reads of one recording: per key, its waits.
 type Sides = BTreeMap<(String, String), WaitSide>;
 
+/// Each thread key's thread id in one recording.
+type Tids = HashMap<(String, String), u32>;
+
 fn add(side: &mut WaitSide, ns: u64, preempt: bool) {
     side.wait_ns = side.wait_ns.saturating_add(ns);
     if !preempt {
@@ -115,7 +118,7 @@ fn functions(p: &OffCpuProfile) -> Sides {
 
 /// Per thread of `p`, keyed by name and its ordinal among threads so named; with each
 /// thread's id.
-fn threads(p: &OffCpuProfile) -> (Sides, HashMap<(String, String), u32>) {
+fn threads(p: &OffCpuProfile) -> (Sides, Tids) {
     let mut by_tid: Vec<(u32, u32, &str)> = p
         .threads
         .iter()
@@ -160,10 +163,7 @@ fn rows(
     mut a: Sides,
     mut b: Sides,
     totals: (u64, u64),
-    tids: Option<(
-        &HashMap<(String, String), u32>,
-        &HashMap<(String, String), u32>,
-    )>,
+    tids: Option<(&Tids, &Tids)>,
 ) -> Vec<WaitDiffRow> {
     let mut keys: Vec<(String, String)> = a.keys().chain(b.keys()).cloned().collect();
     keys.sort_unstable();
