@@ -23,6 +23,7 @@ Examples:
   hostside annotate --sysroot ./sysroot t.zst hot_loop --source-dir ~/src/app
   hostside diff before.zst after.zst --sysroot ./sysroot
   hostside diff --from 2 --to 5 before.zst after.zst   # the steady phase of both runs
+  hostside diff --off-cpu before.zst after.zst          # waits, recorded with rec --off-cpu
   hostside report --heap --fail-on-leak 64K --sysroot ./sysroot h.zst   # in CI
   hostside report --syscalls --sysroot ./sysroot s.zst   # recorded with `rec -e syscalls`
   hostside flamegraph --syscalls --sysroot ./sysroot s.zst -o syscalls.svg
@@ -268,6 +269,20 @@ pub enum Command {
     /// compared: `--from 2 --to 5` compares the steady phase of two runs (seconds after each
     /// recording's own start), leaving out their start-up. `--pid`/`--tid` must name a task
     /// both recordings saw (e.g. one long-running daemon recorded twice with `rec -a`).
+    ///
+    /// Each function shows its self samples (and time, for cpu-clock) beside its shares, and
+    /// `*` (JSON: "significant": true) where the change exceeds the sampling noise: its self
+    /// samples changed both in absolute cost and as a share of its recording, by exact
+    /// conditional binomial tests (Poisson counts, the larger p-value of the two), with the
+    /// Benjamini-Hochberg correction at a 1% false-discovery rate across all rows, when the
+    /// change is at least 1% of the longer recording's cost (smaller ones are where the
+    /// kernel's interrupts and scheduling come and go in bursts). Samples
+    /// are treated as independent (they are not quite: a long call gives many samples), so
+    /// compare recordings of the same work or of like windows. With `--off-cpu`,
+    /// blocked waits are compared wait by wait (Mann-Whitney U on their durations, exact
+    /// binomial on their number; the same correction), and a row is marked only when its
+    /// wait time also changed by at least 25% (a loaded machine's oversleeping moves short
+    /// waits by that much from run to run).
     Diff {
         /// The baseline recording.
         old: PathBuf,
@@ -279,6 +294,12 @@ pub enum Command {
         /// The time window, process and thread to compare, the same on both recordings.
         #[command(flatten)]
         filter: FilterArgs,
+        /// Compare off-CPU time instead of CPU samples (recordings made with `rec
+        /// --off-cpu`): per function and per thread (matched by name), the time waited, its
+        /// share of all waiting, the number of blocked waits and their mean, and whether the
+        /// waits changed beyond noise.
+        #[arg(long)]
+        off_cpu: bool,
         /// How many functions to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         top: usize,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::diff::diff;
+use crate::analysis::diff::{counts_time, diff, Totals};
 use crate::analysis::heap::{self, EventSampling, HeapMetric, HeapOptions};
 use crate::analysis::snapshot;
 use crate::cli::{Cli, Command, ExportFormat, HeapGraph};
@@ -253,6 +253,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     &symbols.lookup(),
                     &filter,
                     HeapOptions::default(),
+                    false,
                 )?;
                 return html_diff((&file, loaded(a)), (&new, loaded(b)), &output);
             }
@@ -313,31 +314,36 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             new,
             symbols,
             filter,
+            off_cpu,
             top,
             json,
         } => {
-            let (a, b) = load_pair(
-                &old,
-                &new,
-                &symbols.lookup(),
-                &filter.filter(),
-                heap_options(top),
-            )?;
+            let (lookup, filter) = (symbols.lookup(), filter.filter());
+            let (a, b) = load_pair(&old, &new, &lookup, &filter, heap_options(top), off_cpu)?;
             let (a, b) = (loaded(a), loaded(b));
-            let rows = diff(&a.cpu, &b.cpu);
+            let mut out = io::stdout().lock();
+            if off_cpu {
+                let (Some(wa), Some(wb)) = (&a.off_cpu, &b.off_cpu) else {
+                    bail!(
+                        "no off-CPU profile of {} or {}",
+                        old.display(),
+                        new.display()
+                    );
+                };
+                let d = crate::analysis::off_cpu_diff::diff(wa, wb);
+                let (files, window) = ((old.as_path(), new.as_path()), &a.opened.window);
+                if json {
+                    o::write_json(&mut out, &o::off_cpu_diff::json(files, window, &d, top))?;
+                } else {
+                    o::off_cpu_diff::text(&mut out, files, window, &d, top)?;
+                }
+                return Ok(Outcome::Success);
+            }
+            let rows = cpu_diff(&a, &b);
             let heap = heap_diff(&a, &b);
             let with_cpu = heap.is_none() || a.cpu.samples > 0 || b.cpu.samples > 0;
-            let old_side = Side {
-                file: &old,
-                samples: a.cpu.samples,
-                window: &a.opened.window,
-            };
-            let new_side = Side {
-                file: &new,
-                samples: b.cpu.samples,
-                window: &b.opened.window,
-            };
-            let mut out = io::stdout().lock();
+            let old_side = side(&old, &a);
+            let new_side = side(&new, &b);
             if json {
                 let v = o::diff::json(&old_side, &new_side, &rows, heap.as_ref(), top);
                 o::write_json(&mut out, &v)?;
@@ -350,6 +356,24 @@ pub fn run(cli: Cli) -> Result<Outcome> {
     }
 }
 
+/// One side of a CPU diff, for its writer.
+fn side<'a>(file: &'a Path, l: &'a Loaded) -> Side<'a> {
+    let time = counts_time(&l.opened.recording.header().event);
+    Side {
+        file,
+        samples: l.cpu.samples,
+        cost_ns: time.then(|| Totals::of(&l.cpu).period),
+        window: &l.opened.window,
+    }
+}
+
+/// The CPU rows of a comparison, with times where the recordings' event counts them.
+fn cpu_diff(a: &Loaded, b: &Loaded) -> Vec<crate::analysis::diff::DiffRow> {
+    let event = |l: &Loaded| l.opened.recording.header().event.clone();
+    let time = counts_time(&event(a)) && event(a) == event(b);
+    diff(&a.cpu, &b.cpu, time)
+}
+
 /// The two recordings of a comparison (`diff`, `html OLD NEW`), each analysed under the same
 /// filter: times count from each recording's own start, and a `--pid`/`--tid` that one of
 /// them never saw is an error naming that recording. When either has heap events both get a
@@ -360,10 +384,16 @@ fn load_pair(
     lookup: &crossprof_symbols::Lookup,
     filter: &Filter,
     heap: HeapOptions,
+    off_cpu: bool,
 ) -> Result<(Loaded, Loaded)> {
     let (a, b) = (open(old, lookup, filter)?, open(new, lookup, filter)?);
+    if off_cpu {
+        require(&a, "off-CPU", a.has_switches, "rec --off-cpu")?;
+        require(&b, "off-CPU", b.has_switches, "rec --off-cpu")?;
+    }
     let wants = Wants {
-        heap: (a.has_heap || b.has_heap).then_some(heap),
+        heap: (!off_cpu && (a.has_heap || b.has_heap)).then_some(heap),
+        off_cpu,
         ..Wants::default()
     };
     Ok((a.analyze(wants.clone())?, b.analyze(wants)?))
@@ -381,7 +411,7 @@ fn html_diff(
     (new, b): (&Path, Loaded),
     output: &Path,
 ) -> Result<Outcome> {
-    let rows = diff(&a.cpu, &b.cpu);
+    let rows = cpu_diff(&a, &b);
     let heap = heap_diff(&a, &b);
     let (ca, cb) = (a.context(), b.context());
     let old_side = o::html::diff::DiffSide {

@@ -24,6 +24,7 @@ check(npmDir, pagePath, async (page, out) => {
   out.title = await page.title();
   out.sides = await page.$$eval('.meta[id^=side-]', es => es.map(e => e.textContent));
   out.functions = await readTable(page, '#cpu-diff');
+  out.legend = await page.$$eval('#diff-legend', es => es.map(e => e.textContent).join(''));
   out.flame = await page.$$eval('#diff-flame .flame div', es => es.map(e => [e.dataset.name, Number(e.dataset.delta)]));
   out.heap_delta = await page.$$eval('#heap-delta span', es => es.map(e => [e.dataset.key, Number(e.dataset.value)]));
   out.heap_sites = await readTable(page, '#heap-diff');

@@ -95,7 +95,26 @@ fn cpu_comparison_matches_diff_json() {
         }
         let delta = f(&fun["new_self_pct"]) - f(&fun["old_self_pct"]);
         assert!(same(f(&row["delta_self"]), delta), "{row} {fun}");
+        // Issue 28: absolute cost and the significance mark, as diff --json has them.
+        for (col, field) in [
+            ("old_samples", "old_self_samples"),
+            ("new_samples", "new_self_samples"),
+            ("old_ns", "old_self_ns"),
+            ("new_ns", "new_self_ns"),
+        ] {
+            assert_eq!(row[col].as_u64(), fun[field].as_u64(), "{col}: {row} {fun}");
+        }
+        assert!(same(f(&row["p_value"]), f(&fun["p_value"])), "{row} {fun}");
+        let mark = if fun["significant"] == true { "*" } else { "" };
+        assert_eq!(row["significant"], mark, "{row} {fun}");
     }
+    // 75:25 to 50:50 with hot_a's work a third less: both hot rows changed beyond noise.
+    for name in ["hot_a", "hot_b"] {
+        let fun = funcs.iter().find(|x| x["function"] == name).unwrap();
+        assert_eq!(fun["significant"], true, "{fun}");
+    }
+    let legend = r["legend"].as_str().unwrap_or("");
+    assert!(legend.contains("Benjamini-Hochberg"), "{legend}");
     // The ground truth: 75:25 became 50:50.
     let row = |name: &str| {
         rows.iter()

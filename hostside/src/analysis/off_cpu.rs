@@ -123,9 +123,10 @@ pub struct Assignment {
     /// from an interrupt while none of them ran; or the wakeup was lost).
     pub unwoken_ns: u64,
     /// Every wait, cut to the window: its stack, start and end (board clock, ns, end
-    /// exclusive), in no particular order. What time-sliced views (the HTML report's
-    /// timeline selection) add up; 32 bytes per wait.
-    pub waits: Vec<(Blocked, u64, u64)>,
+    /// exclusive) and whether the thread was preempted (runnable) rather than blocked, in no
+    /// particular order. What time-sliced views (the HTML report's timeline selection) add
+    /// up, and what diffs compare wait by wait; 40 bytes per wait.
+    pub waits: Vec<(Blocked, u64, u64, bool)>,
     /// Each blocked wait's wakeup and switch-in, for the waits in the window (only where the
     /// recording has wakeups).
     pub latencies: Vec<WakeupLatency>,
@@ -357,6 +358,7 @@ fn charge(
         (pid, tid, provider),
         out.max(window.lo),
         back.min(window.hi),
+        preempt,
     ));
     if preempt {
         times.runnable_ns += ns;
@@ -400,8 +402,8 @@ mod tests {
         assert_eq!(
             waits,
             vec![
-                ((1, 2, Provider::Blocking(999)), 1000, 4000),
-                ((1, 2, Provider::OnCpu(4500)), 5000, 9000)
+                ((1, 2, Provider::Blocking(999)), 1000, 4000, false),
+                ((1, 2, Provider::OnCpu(4500)), 5000, 9000, false)
             ]
         );
         let th = a.threads[&(1, 2)];
@@ -549,7 +551,10 @@ mod tests {
         assert_eq!(a.charged[&(1, 2, Provider::OnCpu(50))], 200);
         let th = a.threads[&(1, 2)];
         assert_eq!((th.wall_ns, th.blocked_ns), (200, 200));
-        assert_eq!(a.waits, vec![((1, 2, Provider::OnCpu(50)), 300, 500)]);
+        assert_eq!(
+            a.waits,
+            vec![((1, 2, Provider::OnCpu(50)), 300, 500, false)]
+        );
         assert_eq!(a.threads[&(1, 3)].wall_ns, 200);
         assert_eq!(a.approximate_ns, 200);
     }

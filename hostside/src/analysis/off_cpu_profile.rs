@@ -52,6 +52,8 @@ pub struct Wait {
     pub to: u64,
     /// Its stack: an index into the profile's stacks.
     pub stack: u32,
+    /// Whether the thread was preempted (runnable, waiting for a CPU) rather than blocked.
+    pub preempt: bool,
 }
 
 /// The whole off-CPU analysis.
@@ -278,13 +280,14 @@ impl OffCpuBuilder {
         let mut waits: Vec<Wait> = assignment
             .waits
             .iter()
-            .filter_map(|(b, from, to)| {
+            .filter_map(|(b, from, to, preempt)| {
                 Some(Wait {
                     pid: b.0,
                     tid: b.1,
                     from: *from,
                     to: *to,
                     stack: stack_of(b)?,
+                    preempt: *preempt,
                 })
             })
             .collect();

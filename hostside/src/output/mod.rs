@@ -16,6 +16,7 @@ pub mod json;
 pub mod latency;
 pub mod leak_check;
 pub mod off_cpu;
+pub mod off_cpu_diff;
 pub mod process_table;
 pub mod snapshot;
 pub mod syscalls;

@@ -289,24 +289,27 @@ fn off_cpu_data(
 
 /// The summary's warnings: a profile too thin to trust, then every diagnostic of `ctx`.
 pub fn warnings(ctx: &ReportContext, samples: u64) -> Vec<Warning> {
-    let mut warnings: Vec<Warning> = Vec::new();
-    if samples > 0 && samples < FEW_SAMPLES {
-        warnings.push(Warning {
-            kind: "few-samples".into(),
-            count: samples,
-            message: format!(
-                "only {samples} samples: shares below about {:.0}% are noise; record longer or \
-                 with a higher --freq",
-                100.0 / (samples as f64).sqrt()
-            ),
-        });
-    }
+    let mut warnings: Vec<Warning> = few_samples(samples).into_iter().collect();
     warnings.extend(ctx.diagnostics.iter().map(|d: &Diagnostic| Warning {
         kind: d.kind.name().to_string(),
         count: d.count,
         message: d.message.clone(),
     }));
     warnings
+}
+
+/// The `few-samples` warning for a profile of `samples` samples, when there are fewer than
+/// [`FEW_SAMPLES`] (and some): the report page, and `diff` in text, JSON and HTML, give it.
+pub fn few_samples(samples: u64) -> Option<Warning> {
+    (samples > 0 && samples < FEW_SAMPLES).then(|| Warning {
+        kind: "few-samples".into(),
+        count: samples,
+        message: format!(
+            "only {samples} samples: shares below about {:.0}% are noise; record longer or \
+             with a higher --freq",
+            100.0 / (samples as f64).sqrt()
+        ),
+    })
 }
 
 /// Threads by index: those with CPU samples first, then those only the thread timeline or

@@ -45,11 +45,18 @@
 
   function cpuTable() {
     const pct = v => v.toFixed(2) + '%';
+    const ms = v => v === null ? '-' : (v / 1e6).toFixed(1);
     const rows = D.functions.map((f, order) => ({order, name: f.function, module: short(f.module),
+      old_samples: f.old_self_samples, new_samples: f.new_self_samples, old_ns: f.old_self_ns, new_ns: f.new_self_ns,
       old_self: f.old_self_pct, new_self: f.new_self_pct, delta_self: f.new_self_pct - f.old_self_pct,
-      old_total: f.old_total_pct, new_total: f.new_total_pct, delta_total: f.new_total_pct - f.old_total_pct}));
+      old_total: f.old_total_pct, new_total: f.new_total_pct, delta_total: f.new_total_pct - f.old_total_pct,
+      p_value: f.p_value, significant: f.significant ? '*' : ''}));
     return table('cpu-diff', [
       {key: 'name', title: 'Function', cls: 'name'}, {key: 'module', title: 'Module', cls: 'name'},
+      {key: 'old_samples', title: 'Old self samples'}, {key: 'new_samples', title: 'New self samples'},
+      {key: 'old_ns', title: 'Old self ms', show: ms}, {key: 'new_ns', title: 'New self ms', show: ms},
+      {key: 'significant', title: 'Beyond noise'},
+      {key: 'p_value', title: 'p', show: v => v >= 0.001 ? v.toFixed(3) : v.toExponential(0)},
       {key: 'old_self', title: 'Old self', show: pct}, {key: 'new_self', title: 'New self', show: pct},
       {key: 'delta_self', title: 'Δ self', delta: true, show: v => signed(v, x => x.toFixed(2)) + ' pp'},
       {key: 'old_total', title: 'Old total', show: pct}, {key: 'new_total', title: 'New total', show: pct},
@@ -142,7 +149,9 @@
     app.append($('h1', {}, D.title), side('old', D.old), side('new', D.new));
     if (D.old.samples > 0 || D.new.samples > 0) {
       app.append($('h2', {}, 'Functions: share of each recording\'s samples, biggest change first'),
-        $('div', {id: 'functions'}, cpuTable()));
+        $('div', {id: 'functions'}, cpuTable()),
+        $('p', {class: 'meta', id: 'diff-legend'}, `Beyond noise (*): ${D.functions.filter(f => f.significant).length} ` +
+          `of ${D.functions.length} rows; ${D.statistic}.`));
       app.append($('h2', {}, 'Differential flame graph (click a frame to zoom)'), $('div', {id: 'diff-flame'}, diffFlame()));
     }
     if (D.heap) heapViews(app);

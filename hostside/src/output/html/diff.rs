@@ -1,7 +1,8 @@
 //! `hostside html OLD NEW`: one self-contained page comparing two recordings, with the numbers
 //! of `hostside diff OLD NEW --json` (the same [`DiffRow`]s and [`HeapDiff`], not recomputed):
-//! per function the old and new self and total shares and their change, sorted by the size
-//! of the change and coloured by its sign; a differential flame graph (the new profile's shape,
+//! per function the old and new self samples and time, the self and total shares and their
+//! change, sorted by the size of the change and coloured by its sign, with the rows whose
+//! change exceeds the sampling noise marked and the statistic stated under the table; a differential flame graph (the new profile's shape,
 //! each frame red where its share grew and blue where it shrank, as Brendan Gregg's
 //! difffolded.pl draws them, switchable to the old profile's shape so that vanished paths
 //! show); and for heap recordings the per-site changes in allocations, temporary
@@ -72,6 +73,8 @@ struct DiffData<'a> {
     functions: &'a [DiffRow],
     /// The heap comparison, when either side recorded the heap.
     heap: Option<&'a HeapDiff>,
+    /// How rows are marked significant, for the legend.
+    statistic: &'static str,
 }
 
 /// Writes the comparison page of `old` and `new` (`rows` and `heap` as `hostside diff`
@@ -93,6 +96,7 @@ pub fn write(
         new: SideData::of(new),
         functions: rows,
         heap,
+        statistic: crate::output::diff::CPU_STATISTIC,
     };
     super::page(&d.title, &serde_json::to_string(&d)?, SCRIPT, out)
 }
