@@ -6,6 +6,7 @@
 mod check;
 mod cli;
 mod clock;
+mod data_maps;
 mod disk;
 mod drain;
 mod error;

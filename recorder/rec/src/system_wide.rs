@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use crossprof_format::{Comm, Record};
 
 use crate::clock::monotonic_ns;
+use crate::data_maps::{self, DataMaps};
 use crate::heap::Emit;
 use crate::procfs;
 
@@ -121,7 +122,7 @@ pub fn all_processes() -> Vec<u32> {
 }
 
 /// Writes the state of every process on the board and remembers them in `tracker`.
-pub fn snapshot_all(out: &mut dyn Emit, tracker: &mut Tracker, data: bool) {
+pub fn snapshot_all(out: &mut dyn Emit, tracker: &mut Tracker, data: DataMaps) {
     for pid in all_processes() {
         if tracker.insert(pid) {
             snapshot(out, pid, data);
@@ -130,10 +131,11 @@ pub fn snapshot_all(out: &mut dyn Emit, tracker: &mut Tracker, data: bool) {
 }
 
 /// Writes the current threads (names) and executable mappings of process `pid`, as the kernel
-/// would have reported them had the recording seen it start; with `data` (fault events, whose
-/// addresses are told apart by the mapping they fall in) its data mappings too: the heap, the
-/// stacks, anonymous memory and mapped files. A process that is gone writes nothing.
-pub fn snapshot(out: &mut dyn Emit, pid: u32, data: bool) {
+/// would have reported them had the recording seen it start, and the data mappings `data`
+/// keeps (with fault events, whose addresses are told apart by the mapping they fall in: the
+/// heap, the stacks, anonymous memory and mapped files; with stack copies the stacks, and the
+/// stack limit). A process that is gone writes nothing.
+pub fn snapshot(out: &mut dyn Emit, pid: u32, data: DataMaps) {
     let now = monotonic_ns();
     for tid in procfs::threads(pid).unwrap_or_default() {
         out.record(Record::Comm(Comm {
@@ -145,17 +147,13 @@ pub fn snapshot(out: &mut dyn Emit, pid: u32, data: bool) {
         }));
     }
     for m in procfs::maps(pid).unwrap_or_default() {
-        let exec = m.prot & libc::PROT_EXEC as u32 != 0;
-        // Inaccessible guard pages (prot 0) are left out: a reader takes a mapping without
-        // protection bits (written before they were recorded) for code.
-        let wanted = if exec {
-            !m.path.is_empty()
-        } else {
-            data && m.prot != 0
-        };
-        if wanted {
-            out.record(Record::Mmap(m.into_mmap(pid, now)));
+        let m = m.into_mmap(pid, now);
+        if data.keeps(&m, true) {
+            out.record(Record::Mmap(m));
         }
+    }
+    if let Some(limit) = data.wanted().then(|| data_maps::stack_limit(pid)).flatten() {
+        out.record(limit);
     }
 }
 

@@ -12,6 +12,7 @@ use super::off_cpu;
 use super::regs;
 use super::ring::Ring;
 use super::{syscalls, timers};
+use crate::data_maps::DataMaps;
 use crate::error::RecError;
 use crate::procfs;
 
@@ -72,6 +73,16 @@ impl Request {
             bytes = bytes.max(RING_BYTES_EVERY_EVENT);
         }
         bytes.div_ceil(page_size.max(1)).next_power_of_two().max(2)
+    }
+
+    /// The data mappings this recording keeps (see [`DataMaps`]).
+    pub fn data_maps(&self) -> DataMaps {
+        let faults = self.events.iter().any(|k| k.is_fault());
+        let copies = matches!(self.call_graph, CallGraph::Dwarf(_));
+        match self.cpu {
+            true => DataMaps::new(faults, copies),
+            false => DataMaps::None,
+        }
     }
 
     /// The main event (the first of `-e`).
@@ -177,8 +188,9 @@ fn make_attr(req: &Request, on_exec: bool, s: Settings, page_size: usize) -> Per
     if req.cpu && !main.every_event() {
         flags |= flag::FREQ;
     }
-    // Fault addresses are told apart by the mapping they fall in: heap, stack, a file.
-    if req.cpu && req.events.iter().any(|k| k.is_fault()) {
+    // Fault addresses are told apart by the mapping they fall in: heap, stack, a file; a
+    // stack-copy sample's stack pointer by its thread's stack mapping (see `data_maps`).
+    if req.data_maps().wanted() {
         flags |= flag::MMAP_DATA;
     }
     if req.off_cpu {

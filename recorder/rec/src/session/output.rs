@@ -12,6 +12,7 @@ use crossprof_format::{Blob, End, FrameWriter, Header, HeapEvent, Lost, Record};
 
 use crate::cli::{Options, Target};
 use crate::clock::monotonic_ns;
+use crate::data_maps::{self, DataMaps};
 use crate::disk::Disk;
 use crate::drain::Destination;
 use crate::error::RecError;
@@ -44,8 +45,8 @@ pub(super) struct Output {
     segments: Option<Segments>,
     /// The event indexes of blocking stacks and wakeups: they choose a frame's zstd level.
     off_cpu: Vec<u32>,
-    /// Fault events are recorded: /proc snapshots include the data mappings.
-    data_maps: bool,
+    /// The data mappings kept, from the kernel and from /proc (see [`DataMaps`]).
+    data_maps: DataMaps,
     /// What helps when the kernel dropped samples of this recording's kind.
     lost_advice: &'static str,
 }
@@ -62,7 +63,7 @@ impl Output {
         opts: &Options,
         header: &Header,
         events: &Events,
-        data_maps: bool,
+        data_maps: DataMaps,
     ) -> Output {
         Output {
             writer: Some(writer),
@@ -203,6 +204,7 @@ impl Output {
             _ => {}
         }
         match r {
+            Record::Mmap(m) if !self.data_maps.keeps(&m, false) => {}
             Record::Mmap(mut m) => {
                 let root = format!("/proc/{}/root", m.pid);
                 self.identities.fill(&mut m, Some(&root));
@@ -213,10 +215,15 @@ impl Output {
                 self.push(&Record::Comm(c));
                 // The kernel does not report the vDSO it maps at exec; read it from /proc
                 // while the process is (very likely) still alive.
-                if let Ok(maps) = procfs::maps(pid) {
-                    if let Some(v) = maps.into_iter().find(|m| m.path == "[vdso]") {
-                        self.push(&Record::Mmap(v.into_mmap(pid, time)));
+                // Nor the main thread's stack, there before the exec's events were enabled.
+                let stacks = self.data_maps != DataMaps::None;
+                for m in procfs::maps(pid).unwrap_or_default() {
+                    if m.path == "[vdso]" || (stacks && m.path == "[stack]") {
+                        self.push(&Record::Mmap(m.into_mmap(pid, time)));
                     }
+                }
+                if let Some(limit) = stacks.then(|| data_maps::stack_limit(pid)).flatten() {
+                    self.push(&limit);
                 }
             }
             other => self.push(&other),

@@ -43,7 +43,7 @@ pub(super) fn start(opts: &Options) -> Result<Live, RecError> {
     let writer = disk
         .and_then(|disk| FrameWriter::new(disk, &header))
         .map_err(|e| RecError::Output(opts.out.display().to_string(), e))?;
-    let data_maps = request.cpu && request.events.iter().any(|k| k.is_fault());
+    let data_maps = request.data_maps();
     let mut out = Output::new(writer, opts, &header, &events, data_maps);
     out.write_vdso();
     match (&opts.target, child.as_mut()) {
