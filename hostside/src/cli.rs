@@ -155,6 +155,14 @@ pub enum Command {
         /// its `syscalls` section.
         #[arg(long, conflicts_with_all = ["cpu", "heap", "event", "off_cpu", "latency", "fail_on_leak"])]
         syscalls: bool,
+        /// Report stack usage per thread: the deepest stack the samples saw (bytes from the
+        /// top of the thread's stack mapping to its stack pointer), its share of the stack's
+        /// size (a thread's mapping, the main thread's RLIMIT_STACK) and the call chain at
+        /// that moment; a warning for each thread within 10% of its size. Every sample with
+        /// registers counts: CPU samples and the off-CPU switch-outs of `rec --call-graph
+        /// dwarf` (the default), snapshots. `--json` has it in its `stack_usage` section.
+        #[arg(long, conflicts_with_all = ["cpu", "heap", "event", "off_cpu", "latency", "syscalls", "fail_on_leak"])]
+        stack_usage: bool,
         /// How many functions to list.
         #[arg(long, default_value_t = 20, value_name = "N")]
         top: usize,

@@ -58,6 +58,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
             off_cpu,
             latency,
             syscalls,
+            stack_usage,
             event,
             top,
             json,
@@ -82,8 +83,10 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 event,
                 heap: want_heap.then(|| heap_options(top)),
                 syscalls: json || syscalls,
+                stack_usage: json || stack_usage,
             })?);
             let (waits, chosen, profile) = (&l.off_cpu, &l.event, &l.heap);
+            let depths = l.stack_usage.as_ref().filter(|u| u.recorded);
             let calls = &l.syscalls;
             let ctx = l.context();
             let mut out = io::stdout().lock();
@@ -99,10 +102,13 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     timeline: timeline.as_ref(),
                     syscalls: calls.as_ref(),
                     snapshot: snapshot.as_deref(),
+                    stack_usage: depths,
                 };
                 o::write_json(&mut out, &json::report(&ctx, &l.cpu, &sections, top))?;
             } else if let Some(e) = &chosen {
                 o::event::report(&mut out, &ctx, e, top)?;
+            } else if let (true, Some(u)) = (stack_usage, &l.stack_usage) {
+                o::stack_usage::text(&mut out, u)?;
             } else if let (true, Some(s)) = (syscalls, calls) {
                 o::syscalls::report(&mut out, &ctx, s)?;
             } else if let (true, Some(w)) = (latency, waits) {
@@ -157,6 +163,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 event: event.filter(|_| heap.is_none()),
                 heap: heap.map(|_| HeapOptions::default()),
                 syscalls,
+                ..Wants::default()
             })?);
             let graph = match (heap, &l.heap, &l.event, &l.off_cpu, &l.syscalls) {
                 (Some(what), Some(p), _, _, _) => flame::Graph::Heap(p, heap_metric(what)),
@@ -208,6 +215,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                     ..HeapOptions::default()
                 }),
                 syscalls,
+                ..Wants::default()
             })?);
             let ctx = l.context_with_mappings();
             if let Some(s) = &l.syscalls {
@@ -268,6 +276,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
                 event: None,
                 heap,
                 syscalls: false,
+                ..Wants::default()
             })?);
             let ctx = l.context();
             let timeline = l

@@ -12,6 +12,7 @@ pub mod off_cpu_diff;
 pub mod off_cpu_profile;
 pub mod significance;
 pub mod snapshot;
+pub mod stack_usage;
 pub mod syscalls;
 pub mod thread_timeline;
 pub mod wakers;

@@ -129,6 +129,8 @@ pub enum Kind {
     /// An export that shows each allocation at its time kept one in N, up to a cap (count:
     /// allocations not shown individually).
     HeapEventsSampled,
+    /// Threads whose deepest stack came within 10% of their stack size (count: threads).
+    StackNearLimit,
 }
 
 impl Kind {
@@ -171,6 +173,7 @@ impl Kind {
             Kind::HeapUnknownFrees => "heap-unknown-frees",
             Kind::HeapTraceTreeDamaged => "heap-trace-tree-damaged",
             Kind::HeapEventsSampled => "heap-events-sampled",
+            Kind::StackNearLimit => "stack-near-limit",
         }
     }
 }

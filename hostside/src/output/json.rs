@@ -8,12 +8,13 @@ use crate::analysis::events::EventProfile;
 use crate::analysis::heap::HeapProfile;
 use crate::analysis::off_cpu_profile::OffCpuProfile;
 use crate::analysis::snapshot::ThreadSnapshot;
+use crate::analysis::stack_usage::StackUsage;
 use crate::analysis::syscalls::Syscalls;
 use crate::analysis::thread_timeline::ThreadTimeline;
 use crate::diagnostics::Diagnostic;
 use crate::filter::Window;
 use crate::output::context::ReportContext;
-use crate::output::{heap_json, info, latency, off_cpu, syscalls, timeline};
+use crate::output::{heap_json, info, latency, off_cpu, stack_usage, syscalls, timeline};
 
 /// The sections of `report --json` besides the recording's CPU profile, each present when
 /// the recording has what it needs.
@@ -31,6 +32,8 @@ pub struct Sections<'a> {
     pub syscalls: Option<&'a Syscalls>,
     /// The threads of a snapshot recording (`snapshot`).
     pub snapshot: Option<&'a [ThreadSnapshot<'a>]>,
+    /// Each thread's deepest stack (`stack_usage`, and a `stack-near-limit` diagnostic).
+    pub stack_usage: Option<&'a StackUsage>,
 }
 
 /// Builds the `report --json` document: the recording, its modules, the `top` functions of
@@ -63,6 +66,10 @@ pub fn report(
     report.snapshot = sections
         .snapshot
         .map(|t| crate::output::snapshot::json(cpu, t, ctx.header.start_clock_ns));
+    report.stack_usage = sections.stack_usage.map(stack_usage::json);
+    report
+        .diagnostics
+        .extend(sections.stack_usage.and_then(stack_usage::diagnostic));
     report
 }
 
@@ -144,6 +151,7 @@ fn base(
         syscalls: None,
         syscall_threads: None,
         snapshot: None,
+        stack_usage: None,
     }
 }
 
@@ -177,6 +185,10 @@ pub struct ReportJson {
     /// Every thread of every `rec --snapshot`: state, wait channel and stacks; null for other
     /// recordings.
     pub snapshot: Option<Vec<crate::output::snapshot::SnapshotJson>>,
+    /// Each thread's deepest stack (bytes, its stack's size, the chain then), those near
+    /// their limit first; null when the recording has no stack mappings (`rec --call-graph
+    /// dwarf`, the default, records them).
+    pub stack_usage: Option<Vec<crate::output::stack_usage::StackUsageJson>>,
 }
 
 /// The `recording` section.

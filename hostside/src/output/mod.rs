@@ -19,6 +19,7 @@ pub mod off_cpu;
 pub mod off_cpu_diff;
 pub mod process_table;
 pub mod snapshot;
+pub mod stack_usage;
 pub mod syscalls;
 pub mod text;
 pub mod timeline;

@@ -14,6 +14,7 @@ use crossprof_symbols::Lookup;
 use crate::analysis::events::DataMaps;
 use crate::analysis::heap::HeapBuilder;
 use crate::analysis::off_cpu_profile::OffCpuEvents;
+use crate::analysis::stack_usage::StackMaps;
 use crate::analysis::syscalls::SyscallEvents;
 use crate::analysis::thread_timeline::TimelineEvents;
 use crate::filter::{Filter, Tasks};
@@ -48,6 +49,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
     let mut tasks = Tasks::default();
     let mut timeline_events = TimelineEvents::default();
     let mut data_maps = DataMaps::default();
+    let mut stack_maps = StackMaps::default();
     let mut heap_metadata = Vec::new();
     let mut off_cpu_events =
         (!recording.header().off_cpu.is_empty()).then(|| OffCpuEvents::new(recording.header(), 0));
@@ -58,6 +60,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
         (summary, stubs) = recording.for_each_metadata_keeping_stubs(|r| {
             timeline_events.observe(&r);
             data_maps.observe(&r);
+            stack_maps.observe(&r);
             if let Some(e) = off_cpu_events.as_mut() {
                 e.observe(&r);
             }
@@ -107,6 +110,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
     });
     has_heap |= summary.heap_records > 0;
     data_maps.finish();
+    stack_maps.finish();
     let start = recording.header().start_clock_ns;
     let duration_ns = end_time.unwrap_or(last_time).saturating_sub(start);
     let window = filter.bind(
@@ -138,6 +142,7 @@ pub fn open(recording: Recording, lookup: &Lookup, filter: &Filter) -> Result<Op
         window,
         timeline_events,
         data_maps,
+        stack_maps,
         off_cpu_events,
         has_syscalls: syscall_events.is_some(),
         syscall_events,

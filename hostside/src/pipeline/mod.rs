@@ -34,6 +34,7 @@ use crate::analysis::cpu::CpuProfile;
 use crate::analysis::events::{DataMaps, EventBuilder, EventProfile};
 use crate::analysis::heap::{HeapOptions, HeapProfile};
 use crate::analysis::off_cpu_profile::{OffCpuBuilder, OffCpuEvents, OffCpuProfile};
+use crate::analysis::stack_usage::{StackMaps, StackUsage, StackUsageBuilder};
 use crate::analysis::syscalls::{SyscallBuilder, SyscallEvents, Syscalls};
 use crate::analysis::thread_timeline::{self, Grid, ThreadTimeline, TimelineEvents};
 use crate::diagnostics::{self, Sources};
@@ -91,6 +92,8 @@ pub struct Opened {
     pub timeline_events: TimelineEvents,
     /// Every mapping, data ones included, as the metadata pass saw them (for `--event`).
     pub data_maps: DataMaps,
+    /// The mappings stacks can live in and the stack limits (for stack usage).
+    pub stack_maps: StackMaps,
     /// The switches, sample times and wakeups the off-CPU analysis needs, kept by the
     /// metadata pass when the header says switches were recorded (`rec --off-cpu`).
     pub off_cpu_events: Option<OffCpuEvents>,
@@ -123,6 +126,9 @@ pub struct Wants {
     pub heap: Option<HeapOptions>,
     /// The system call analysis, when the recording sampled system calls.
     pub syscalls: bool,
+    /// Each thread's deepest stack (an empty analysis for a recording without stack
+    /// mappings).
+    pub stack_usage: bool,
 }
 
 /// A recording with the profiles its command asked for.
@@ -139,6 +145,8 @@ pub struct Loaded {
     pub heap: Option<HeapProfile>,
     /// The system call analysis, when asked for and recorded.
     pub syscalls: Option<Syscalls>,
+    /// Each thread's deepest stack, when asked for.
+    pub stack_usage: Option<StackUsage>,
 }
 
 /// Opens `path` and runs its metadata pass, restricted to `filter`'s time window, process and
@@ -192,12 +200,16 @@ impl Opened {
             (true, Some(events)) => Some(SyscallBuilder::new(events, self.arch, &self.window)),
             _ => None,
         };
+        let stack_usage = wants
+            .stack_usage
+            .then(|| StackUsageBuilder::new(std::mem::take(&mut self.stack_maps), self.arch));
         let stubs = std::mem::take(&mut self.stubs);
         let builders = pass::Builders {
             off_cpu,
             event,
             syscalls,
             heap: wants.heap,
+            stack_usage,
         };
         let profiles = pass::run(&self, stubs, builders);
         self.passes.extend(profiles.pass);
@@ -208,6 +220,7 @@ impl Opened {
             event: profiles.event,
             heap: profiles.heap,
             syscalls: profiles.syscalls,
+            stack_usage: profiles.stack_usage,
         })
     }
 }

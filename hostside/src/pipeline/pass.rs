@@ -14,6 +14,7 @@ use crate::analysis::cpu::{Accumulator, CpuProfile, Unwound};
 use crate::analysis::events::{EventBuilder, EventProfile};
 use crate::analysis::heap::{HeapBuilder, HeapOptions, HeapProfile};
 use crate::analysis::off_cpu_profile::{OffCpuBuilder, OffCpuProfile};
+use crate::analysis::stack_usage::{StackUsage, StackUsageBuilder};
 use crate::analysis::syscalls::{SyscallBuilder, Syscalls};
 use crate::pipeline::{Opened, PassStats};
 use crate::recording::KeptStubs;
@@ -31,6 +32,8 @@ pub struct Profiles {
     pub heap: Option<HeapProfile>,
     /// The system call analysis, when a builder was given.
     pub syscalls: Option<Syscalls>,
+    /// Each thread's deepest stack, when a builder was given.
+    pub stack_usage: Option<StackUsage>,
     /// The pass itself, when the file was read (a recording with neither samples nor a heap
     /// profile asked for is not).
     pub pass: Option<PassStats>,
@@ -46,6 +49,7 @@ struct Consumers<'a> {
     event: Option<EventBuilder>,
     syscalls: Option<SyscallBuilder>,
     heap: Option<HeapBuilder<'a>>,
+    stack_usage: Option<StackUsageBuilder>,
 }
 
 /// The profiles besides the CPU one that a pass builds: each made before the pass from
@@ -59,6 +63,8 @@ pub struct Builders {
     pub syscalls: Option<SyscallBuilder>,
     /// The heap analysis's options.
     pub heap: Option<HeapOptions>,
+    /// Each thread's deepest stack.
+    pub stack_usage: Option<StackUsageBuilder>,
 }
 
 impl Consumers<'_> {
@@ -107,12 +113,25 @@ impl Consumers<'_> {
             .and_then(|b| Some((b.weight(&s, event)?, &mut b.stacks)))
             .map(|(ns, acc)| (acc, ns));
         let cpu = (event.is_none() && in_window).then_some((&mut self.cpu, period));
+        // Any sample with a stack pointer, of any event; its stack is unwound for this only
+        // when it is its thread's deepest so far.
+        let deeper = match self.stack_usage.as_mut() {
+            Some(b) if in_window => b.measure(&s, &self.o.processes),
+            _ => None,
+        };
         // No allocation per sample: at most five takers, the last one gets the stack itself.
         let mut takers = [cpu, waits, wakers, chosen, call];
-        let Some(last) = takers.iter().rposition(Option::is_some) else {
+        let last = takers.iter().rposition(Option::is_some);
+        if last.is_none() && deeper.is_none() {
+            return;
+        }
+        let u = Unwound::of(s, &self.o.processes, &mut self.unwinder);
+        if let (Some(d), Some(b)) = (deeper, self.stack_usage.as_mut()) {
+            b.keep(d, u.clone());
+        }
+        let Some(last) = last else {
             return;
         };
-        let u = Unwound::of(s, &self.o.processes, &mut self.unwinder);
         for (acc, p) in takers[..last].iter_mut().filter_map(Option::take) {
             acc.push(u.clone(), p);
         }
@@ -130,6 +149,7 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
         event,
         syscalls,
         heap,
+        stack_usage,
     } = builders;
     let (processes, resolver) = (&o.processes, &o.resolver);
     let header = o.recording.header();
@@ -141,6 +161,7 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
         off_cpu,
         event,
         syscalls,
+        stack_usage,
         heap: heap.map(|opts| {
             let opts = HeapOptions {
                 window: o.window,
@@ -153,7 +174,11 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
             h
         }),
     };
-    let stacks = o.has_samples || c.off_cpu.is_some() || c.event.is_some() || c.syscalls.is_some();
+    let stacks = o.has_samples
+        || c.off_cpu.is_some()
+        || c.event.is_some()
+        || c.syscalls.is_some()
+        || c.stack_usage.is_some();
     let with_heap = c.heap.is_some();
     let started = Instant::now();
     // Without samples, modules load as the heap analysis first needs them: those that hold
@@ -191,6 +216,7 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
         event,
         syscalls,
         heap,
+        stack_usage,
         ..
     } = c;
     Profiles {
@@ -199,6 +225,7 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
         event: event.map(|b| b.finish(processes, resolver, &unwinder)),
         heap: heap.map(HeapBuilder::finish),
         syscalls: syscalls.map(|b| b.finish(processes, resolver, &unwinder)),
+        stack_usage: stack_usage.map(|b| b.finish(processes, resolver, &unwinder)),
         pass,
     }
 }
