@@ -1,0 +1,170 @@
+//! Issue 28, acceptance 2: stack usage per thread against a program that knows its own.
+//! `stack_depth.c` recurses through 1 KiB frames in three threads (a 256 KiB stack used to
+//! ~92%, a 1 MiB stack to ~30%, the main thread's [stack] to ~110 KiB) and stays at the
+//! bottom, burning CPU or sleeping; each thread prints the top of its stack mapping minus the
+//! address of a local at the bottom. `report --stack-usage` must find each thread's deepest
+//! stack within 5% of that, with the recursion in its chain, and warn about the thread near
+//! its limit only.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+use crossprof_tests::*;
+use serde_json::Value;
+
+/// What one thread of stack_depth.c measured: its name, bytes used and usable stack size (0
+/// for the main thread).
+struct Truth {
+    name: String,
+    used: u64,
+    size: u64,
+}
+
+/// The `truth NAME TID USED SIZE` lines, by thread id.
+fn truths(stdout: &[u8]) -> HashMap<u64, Truth> {
+    let text = String::from_utf8_lossy(stdout);
+    let t: HashMap<u64, Truth> = text
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w[..] {
+                ["truth", name, tid, used, size] => Some((
+                    tid.parse().ok()?,
+                    Truth {
+                        name: name.into(),
+                        used: used.parse().ok()?,
+                        size: size.parse().ok()?,
+                    },
+                )),
+                _ => None,
+            }
+        })
+        .collect();
+    assert_eq!(t.len(), 3, "three threads' truths in {text:?}");
+    t
+}
+
+/// Records `stack_depth MODE` with `extra` rec options; returns the JSON report and the
+/// program's truths.
+fn record_and_report(tag: &str, mode: &str, extra: &[&str]) -> (Value, HashMap<u64, Truth>) {
+    let p = build("stack_depth.c", tag, &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let out = scratch().join(format!("{tag}.zst"));
+    let o = Command::new(rec())
+        .args(["--out", out.to_str().expect("utf-8")])
+        .args(extra)
+        .arg("--")
+        .arg(&p.board)
+        .arg(mode)
+        .output()
+        .expect("run rec");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (report_json(&out, Some(&p.sysroot)), truths(&o.stdout))
+}
+
+/// The `stack_usage` row of thread `tid`.
+fn row(r: &Value, tid: u64) -> &Value {
+    r["stack_usage"]
+        .as_array()
+        .expect("a stack_usage section")
+        .iter()
+        .find(|t| t["tid"].as_u64() == Some(tid))
+        .unwrap_or_else(|| panic!("no stack_usage row of thread {tid}: {}", r["stack_usage"]))
+}
+
+/// Every thread's maximum within 5% of its truth, with the recursion at the bottom of its
+/// chain; the 256 KiB thread (and it alone) near its limit, as a diagnostic says.
+fn assert_matches_truth(r: &Value, truth: &HashMap<u64, Truth>) {
+    for (tid, t) in truth {
+        let u = row(r, *tid);
+        let max = number(u, "max_bytes");
+        let err = (max as f64 - t.used as f64).abs() / t.used as f64;
+        eprintln!(
+            "{} [{tid}]: reported {max} bytes, true {} ({:.2}% off); stack_size {}",
+            t.name,
+            t.used,
+            100.0 * err,
+            u["stack_size"]
+        );
+        assert!(err <= 0.05, "{}: {max} bytes, truth {}", t.name, t.used);
+        if t.size > 0 {
+            assert_eq!(u["comm"], t.name.as_str(), "named with pthread_setname_np");
+        }
+        let stack: Vec<&str> = u["stack"]
+            .as_array()
+            .expect("stack")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let bottom = stack.iter().position(|f| *f == "stack_bottom");
+        let bottom = bottom.unwrap_or_else(|| panic!("{}: no stack_bottom in {stack:?}", t.name));
+        assert_eq!(stack.get(bottom + 1), Some(&"stack_descend"), "{stack:?}");
+        match t.size {
+            0 => assert!(number(u, "stack_size") >= 1 << 20, "RLIMIT_STACK: {u}"),
+            size => assert_eq!(number(u, "stack_size"), size, "{}", t.name),
+        }
+        let near = t.name == "small";
+        assert_eq!(u["near_limit"].as_bool(), Some(near), "{u}");
+    }
+    let d = r["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .find(|d| d["kind"] == "stack-near-limit")
+        .unwrap_or_else(|| panic!("no stack-near-limit diagnostic in {}", r["diagnostics"]));
+    assert_eq!(number(d, "count"), 1, "{d}");
+}
+
+#[test]
+fn each_threads_deepest_stack_is_measured_from_cpu_samples() {
+    let (r, truth) = record_and_report("stack_depth_burn", "burn", &[]);
+    assert_matches_truth(&r, &truth);
+}
+
+/// The text report names the thread near its limit and warns.
+#[test]
+fn the_text_report_warns_about_the_thread_near_its_limit() {
+    let p = build("stack_depth.c", "stack_depth_text", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let out = scratch().join("stack_depth_text.zst");
+    record(&out, &[], &[p.board.to_str().expect("utf-8"), "burn"]);
+    let args = ["report", "--stack-usage", "--sysroot"];
+    let text = hostside_ok(&[&args[..], &[path(&p.sysroot), path(&out)]].concat());
+    let small = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("small ["))
+        .unwrap_or_else(|| panic!("no small thread in:\n{text}"));
+    assert!(small.contains("WARNING: near its limit"), "{text}");
+    let large = text.lines().find(|l| l.trim_start().starts_with("large ["));
+    assert!(large.is_some_and(|l| !l.contains("WARNING")), "{text}");
+    assert!(text.contains("stack_descend  (x"), "{text}");
+    assert!(text.contains("\nwarning: 1 thread(s)"), "{text}");
+}
+
+/// At the bottom the threads sleep: only the switch-out samples of `--off-cpu` see how deep
+/// they went, and they must count.
+#[test]
+fn off_cpu_switch_outs_count_for_stack_usage() {
+    let (r, truth) = record_and_report("stack_depth_sleep", "sleep", &["--off-cpu"]);
+    assert_matches_truth(&r, &truth);
+    // Without them, the CPU samples never see the bottom.
+    let (r, truth) = record_and_report("stack_depth_sleep_cpu", "sleep", &[]);
+    let (tid, t) = truth
+        .iter()
+        .find(|(_, t)| t.name == "small")
+        .expect("small");
+    let seen = r["stack_usage"]
+        .as_array()
+        .and_then(|a| a.iter().find(|u| u["tid"].as_u64() == Some(*tid)))
+        .map_or(0, |u| number(u, "max_bytes"));
+    assert!(
+        seen < t.used / 2,
+        "CPU samples alone saw {seen} of {} bytes",
+        t.used
+    );
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
