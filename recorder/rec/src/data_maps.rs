@@ -89,7 +89,7 @@ pub fn stack_limit(pid: u32) -> Option<Record> {
     Some(Record::Blob(Blob {
         name: limits_blob_name(pid),
         addr: 0,
-        data: format!("{line}\n").into_bytes(),
+        data: format!("{}\n", line.trim_end()).into_bytes(),
     }))
 }
 
