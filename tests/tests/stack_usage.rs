@@ -168,3 +168,48 @@ fn off_cpu_switch_outs_count_for_stack_usage() {
 fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
+
+/// `rec --snapshot` samples count too: snapshots taken while the 256 KiB thread sleeps at its
+/// bottom find its depth, and its whole chain (a snapshot copies the whole used stack).
+#[test]
+fn snapshots_count_for_stack_usage() {
+    let p = build("stack_depth.c", "stack_depth_snapshot", &["-O2"]);
+    add_system_libs(&p.sysroot, &p.board);
+    let child = Command::new(&p.board)
+        .arg("sleep")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run stack_depth");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let out = scratch().join("stack_depth_snapshot.zst");
+    let pid = child.id().to_string();
+    let args = [
+        "--snapshot",
+        "-p",
+        &pid,
+        "--count",
+        "4",
+        "--interval",
+        "100",
+        "--out",
+    ];
+    let o = run_rec(&[&args[..], &[path(&out)]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let done = child.wait_with_output().expect("wait for stack_depth");
+    let truth = truths(&done.stdout);
+    let (tid, t) = truth
+        .iter()
+        .find(|(_, t)| t.name == "small")
+        .expect("small");
+    let r = report_json(&out, Some(&p.sysroot));
+    let u = row(&r, *tid);
+    let max = number(u, "max_bytes");
+    eprintln!("snapshot: small reported {max} bytes, true {}", t.used);
+    assert!(
+        (max as f64 - t.used as f64).abs() <= 0.05 * t.used as f64,
+        "{u}"
+    );
+    assert_eq!(u["near_limit"].as_bool(), Some(true), "{u}");
+    let stack = u["stack"].as_array().expect("stack");
+    assert!(stack.iter().any(|f| f == "thread_main"), "{u}");
+}

@@ -213,6 +213,12 @@ impl Snapshots {
         w: &mut FrameWriter<File>,
     ) -> io::Result<()> {
         let root = format!("/proc/{}/root", self.pid);
+        // The main thread's [stack] grows up to RLIMIT_STACK: its size for stack usage.
+        if self.maps_written.is_empty() {
+            if let Some(limit) = crate::data_maps::stack_limit(self.pid) {
+                w.push(&limit)?;
+            }
+        }
         for m in maps {
             let exec = m.prot & libc::PROT_EXEC as u32 != 0;
             if (exec && m.path.is_empty()) || m.prot == 0 {
