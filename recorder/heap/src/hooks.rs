@@ -23,18 +23,55 @@ use core::ffi::c_void;
 
 use crate::{real, record, stack};
 
+/// Defines a hook twice with one body: exported under the C name (what a preload
+/// interposes), and as a library-internal function of the second name for the call slots
+/// rewritten at an attach (`got`): inside a library loaded with `dlopen`, a reference to an
+/// exported name binds to the C library's definition that comes first, while an internal one
+/// stays here. Both read their own return address first thing (the fence in the twin emits
+/// no instruction), as the site.
+macro_rules! hook {
+    ($(#[$m:meta])* fn $name:ident / $internal:ident ($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
+        $(#[$m])*
+        #[no_mangle]
+        pub extern "C" fn $name($($a: $t),*) -> $r $body
+
+        /// The attach-time twin of the hook of the same C name (see `hook!`).
+        pub(crate) extern "C" fn $internal($($a: $t),*) -> $r {
+            // Keeps LLVM from merging the twins (the same code) into one exported symbol,
+            // whose address would again be the C library's; costs no instruction.
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+            $body
+        }
+    };
+    ($(#[$m:meta])* unsafe fn $name:ident / $internal:ident ($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
+        $(#[$m])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> $r $body
+
+        /// The attach-time twin of the hook of the same C name (see `hook!`).
+        ///
+        /// # Safety
+        /// As the C function's.
+        pub(crate) unsafe extern "C" fn $internal($($a: $t),*) -> $r {
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+            $body
+        }
+    };
+}
+
+hook! {
 /// `malloc`.
-#[no_mangle]
-pub extern "C" fn malloc(size: usize) -> *mut c_void {
+fn malloc / attached_malloc(size: usize) -> *mut c_void {
     let at = stack::entry();
     let p = real::malloc(size);
     record::alloc(p, size, at);
     p
 }
+}
 
+hook! {
 /// `free`.
-#[no_mangle]
-pub extern "C" fn free(p: *mut c_void) {
+fn free / attached_free(p: *mut c_void) -> () {
     if p.is_null() {
         return real::free(p);
     }
@@ -43,27 +80,31 @@ pub extern "C" fn free(p: *mut c_void) {
     }
     real::free(p)
 }
-
-/// `cfree`, an old alias of free that some programs still call.
-#[no_mangle]
-pub extern "C" fn cfree(p: *mut c_void) {
-    free(p)
 }
 
+hook! {
+/// `cfree`, an old alias of free that some programs still call.
+fn cfree / attached_cfree(p: *mut c_void) -> () {
+    attached_free(p)
+}
+}
+
+hook! {
 /// `calloc`.
-#[no_mangle]
-pub extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+fn calloc / attached_calloc(n: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
     let p = real::calloc(n, size);
     record::alloc(p, n.wrapping_mul(size), at);
     p
 }
+}
 
+hook! {
 /// `realloc`.
-#[no_mangle]
-pub extern "C" fn realloc(old: *mut c_void, size: usize) -> *mut c_void {
+fn realloc / attached_realloc(old: *mut c_void, size: usize) -> *mut c_void {
     let at = stack::entry();
     realloc_from(old, size, at)
+}
 }
 
 /// `realloc` for a hook entered at `at`.
@@ -76,9 +117,9 @@ fn realloc_from(old: *mut c_void, size: usize, at: stack::Entry) -> *mut c_void 
     p
 }
 
+hook! {
 /// `reallocarray`: realloc with an overflow check.
-#[no_mangle]
-pub extern "C" fn reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut c_void {
+fn reallocarray / attached_reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
     match n.checked_mul(size) {
         Some(total) => realloc_from(old, total, at),
@@ -89,13 +130,14 @@ pub extern "C" fn reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut 
         }
     }
 }
+}
 
+hook! {
 /// `posix_memalign`.
 ///
 /// # Safety
 /// `out` must be valid for writing a pointer, as for the C function.
-#[no_mangle]
-pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
+unsafe fn posix_memalign / attached_posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
     let at = stack::entry();
     let r = real::posix_memalign(out, align, size);
     if r == 0 {
@@ -104,41 +146,46 @@ pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, siz
     }
     r
 }
+}
 
+hook! {
 /// `aligned_alloc`.
-#[no_mangle]
-pub extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+fn aligned_alloc / attached_aligned_alloc(align: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
     let p = real::aligned_alloc(align, size);
     record::alloc(p, size, at);
     p
 }
+}
 
+hook! {
 /// `memalign`.
-#[no_mangle]
-pub extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+fn memalign / attached_memalign(align: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
     let p = real::memalign(align, size);
     record::alloc(p, size, at);
     p
 }
+}
 
+hook! {
 /// `valloc`.
-#[no_mangle]
-pub extern "C" fn valloc(size: usize) -> *mut c_void {
+fn valloc / attached_valloc(size: usize) -> *mut c_void {
     let at = stack::entry();
     let p = real::valloc(size);
     record::alloc(p, size, at);
     p
 }
+}
 
+hook! {
 /// `pvalloc`.
-#[no_mangle]
-pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
+fn pvalloc / attached_pvalloc(size: usize) -> *mut c_void {
     let at = stack::entry();
     let p = real::pvalloc(size);
     record::alloc(p, size, at);
     p
+}
 }
 
 /// `malloc_usable_size`: forwarded (and answers for bootstrap blocks).

@@ -27,9 +27,11 @@
 extern crate alloc;
 
 pub mod arena;
+pub mod attach;
 #[cfg(target_env = "musl")]
 mod dl;
 mod freeres;
+mod got;
 mod hooks;
 mod lock;
 mod real;

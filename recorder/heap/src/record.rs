@@ -136,7 +136,7 @@ const REALLOC: u8 = 0xff;
 /// (see [`ensure_modules`]) so that they get their stacks too.
 pub fn init() {
     crate::real::resolve();
-    if sys::env(crossprof_heap_wire::ENV_SOCKET).is_none() {
+    if crate::attach::setting(crossprof_heap_wire::ENV_SOCKET).is_none() {
         ACTIVE.store(false, Ordering::Release);
         return;
     }
@@ -157,6 +157,29 @@ pub fn init() {
     if st.producer.is_none() {
         connect(st);
     }
+    LOCK.unlock();
+}
+
+/// Starts recording in a running process this library was loaded into (`rec --heap -p`,
+/// see [`crate::attach`]): what [`init`] does at a launch, now that the socket is known.
+/// Whether the ring is connected.
+pub fn attach() -> bool {
+    ACTIVE.store(true, Ordering::Release);
+    init();
+    let tid = thread::tid();
+    LOCK.lock(tid);
+    // SAFETY: LOCK is held.
+    let connected = unsafe { state() }.producer.is_some();
+    LOCK.unlock();
+    connected
+}
+
+/// Stops recording in an attached process (rec detaches): later calls only forward.
+pub fn detach() {
+    let tid = thread::tid();
+    LOCK.lock(tid);
+    // SAFETY: LOCK is held.
+    stop(unsafe { state() });
     LOCK.unlock();
 }
 
@@ -275,7 +298,7 @@ fn locked_event(
 ) {
     if !HAVE_MODULES.load(Ordering::Acquire)
         && k != kind::FREE
-        && sys::env(crossprof_heap_wire::ENV_SOCKET).is_some()
+        && crate::attach::setting(crossprof_heap_wire::ENV_SOCKET).is_some()
     {
         ensure_modules(tid);
     }

@@ -50,8 +50,9 @@ fn errno() -> i32 {
 impl Producer {
     /// Creates the ring and hands it to `rec`.
     pub fn connect() -> Result<Producer, NoRing> {
-        let name = sys::env(crossprof_heap_wire::ENV_SOCKET).ok_or(NoRing::NotRecording)?;
-        let rec_pid = sys::env(crossprof_heap_wire::ENV_REC_PID)
+        let name =
+            crate::attach::setting(crossprof_heap_wire::ENV_SOCKET).ok_or(NoRing::NotRecording)?;
+        let rec_pid = crate::attach::setting(crossprof_heap_wire::ENV_REC_PID)
             .and_then(sys::parse_u32)
             .unwrap_or(0);
         if name.is_empty() || name.len() > 100 {

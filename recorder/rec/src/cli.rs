@@ -65,8 +65,11 @@ Options:
                                        GStreamer Vorbis encoder 28 KiB
       --heap            also record every malloc-family call with its stack, through a
                         preloaded library (libcrossprof_heap.so, found next to rec, in
-                        ../lib/crossprof/, or at $CROSSPROF_HEAP_LIB); launched,
-                        dynamically linked COMMANDs only
+                        ../lib/crossprof/, or at $CROSSPROF_HEAP_LIB); dynamically linked
+                        programs only. With -p PID: attached to the running process
+                        through ptrace (glibc programs on x86_64, AArch64, ARMv7; needs
+                        root or CAP_SYS_PTRACE where kernel.yama.ptrace_scope >= 1), from
+                        now until SIGINT, --duration or its exit; it runs on afterwards
       --off-cpu         also record when each thread leaves and re-enters a CPU (context
                         switches) for hostside report --off-cpu: where it waited and for how
                         long. Where the kernel allows (perf_event_paranoid <= 1, root or
@@ -361,9 +364,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     if heap && target == Target::System {
         return Err("--heap cannot record every process (-a): the heap library must be preloaded into a launched COMMAND".into());
     }
-    if heap && matches!(target, Target::Attach(_)) {
-        return Err("--heap cannot attach to a running process (-p): the heap library must be preloaded at start; launch the COMMAND under rec --heap".into());
-    }
     if off_cpu && events.contains(&Kind::ContextSwitches) {
         return Err(
             "--off-cpu samples context switches itself: leave context-switches out of -e".into(),
@@ -502,9 +502,10 @@ mod tests {
         assert!(o.heap && !o.cpu);
         let o = run(&["./app", "--heap"]).unwrap();
         assert!(!o.heap && o.cpu, "flags after COMMAND belong to it");
-        assert!(run(&["--heap", "-p", "1"])
-            .unwrap_err()
-            .contains("cannot attach"));
+        assert_eq!(
+            run(&["--heap", "-p", "1"]).unwrap().target,
+            Target::Attach(1)
+        );
         assert!(run(&["--no-cpu", "./app"]).is_err());
     }
 

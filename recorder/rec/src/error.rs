@@ -33,6 +33,8 @@ pub enum RecError {
     StaticProgram(String),
     /// `-e syscalls` where the kernel does not let rec sample the system call tracepoints.
     Syscalls(String),
+    /// `--heap -p PID` could not attach the heap library to the process, with why.
+    HeapAttach(u32, String),
     /// `--snapshot` could not stop the process, with why and what to do.
     Snapshot(String),
 }
@@ -87,6 +89,9 @@ impl fmt::Display for RecError {
                 f,
                 "-e syscalls: {why}; system calls are read from tracefs's raw_syscalls tracepoints, which need root or CAP_PERFMON and tracefs mounted (`mount -t tracefs nodev /sys/kernel/tracing`); rec --check says what this board allows"
             ),
+            RecError::HeapAttach(pid, why) => {
+                write!(f, "--heap -p {pid}: cannot attach the heap library: {why}")
+            }
             RecError::Snapshot(why) => write!(f, "--snapshot: {why}"),
         }
     }

@@ -16,6 +16,7 @@ mod jit;
 mod launch;
 mod perf;
 mod procfs;
+mod ptrace;
 mod segments;
 mod session;
 mod signals;

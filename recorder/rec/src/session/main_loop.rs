@@ -30,6 +30,7 @@ pub(super) fn record(opts: &Options, live: &mut Live) -> i32 {
         child,
         heap,
         drain,
+        ..
     } = live;
     let started = Instant::now();
     let mut last_flush = Instant::now();

@@ -36,6 +36,8 @@ struct Live {
     events: Events,
     child: Option<launch::Launched>,
     heap: Option<Heap>,
+    /// With `--heap -p`: the process the heap library was attached to, to detach at the end.
+    injected: Option<crate::heap::attach::Injected>,
     drain: Drain,
 }
 
@@ -46,8 +48,13 @@ fn finish(live: Live, status: i32) -> Result<i32, RecError> {
         mut events,
         mut heap,
         mut drain,
+        injected,
         ..
     } = live;
+    // Detached first: the heap library stops writing, and what it wrote is drained below.
+    if let Some(i) = injected {
+        i.detach();
+    }
     drain.run(&mut events, &mut out);
     if let Some(h) = heap.as_mut() {
         h.sample_rss(&mut out);

@@ -27,6 +27,7 @@ pub(super) fn start(opts: &Options) -> Result<Live, RecError> {
     let request = opts.request();
     let mut heap = match (&opts.target, opts.heap) {
         (Target::Launch(cmd), true) => Some(heap::prepare(cmd)?),
+        (Target::Attach(pid), true) => Some(heap::attach::prepare(*pid)?),
         _ => None,
     };
     let (events, mut child) = open_target(opts, &request, heap.as_mut())?;
@@ -46,11 +47,15 @@ pub(super) fn start(opts: &Options) -> Result<Live, RecError> {
     let data_maps = request.data_maps();
     let mut out = Output::new(writer, opts, &header, &events, data_maps);
     out.write_vdso();
+    let mut injected = None;
     match (&opts.target, child.as_mut()) {
         (Target::Attach(pid), _) => {
             out.snapshot(*pid);
             signals::install(None);
             enable(&events, &mut out);
+            if let Some((h, lib)) = heap.as_ref() {
+                injected = Some(heap::attach::inject(*pid, lib, h.socket_name())?);
+            }
         }
         (Target::Launch(_), Some(c)) => {
             signals::install(Some(c.pid));
@@ -71,6 +76,7 @@ pub(super) fn start(opts: &Options) -> Result<Live, RecError> {
         events,
         child,
         heap: heap.map(|(h, _)| h),
+        injected,
         drain: Drain::default(),
     })
 }

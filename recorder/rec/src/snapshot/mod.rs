@@ -1,7 +1,7 @@
 //! `rec --snapshot -p PID`: where every thread of a running process is, now. The "poor man's
 //! profiler" of embedded Linux courses (gdb's `thread apply all bt` in a loop), without gdb on
 //! the board and without symbols there: each thread is stopped for a moment with ptrace
-//! ([`ptrace`]), its registers and used stack are copied, and the process runs on. The
+//! ([`crate::ptrace`]), its registers and used stack are copied, and the process runs on. The
 //! recording is an ordinary one: one stack-copy [`Sample`] per thread and snapshot, which
 //! `hostside` unwinds and symbolizes like any dwarf-mode sample, and a [`ThreadState`] beside
 //! it with what /proc said the thread was doing ([`thread`]).
@@ -9,7 +9,6 @@
 //! A process that hangs (a deadlock, a blocked read) never switches, so sampling records
 //! nothing of it; a snapshot sees it as it is.
 
-mod ptrace;
 mod thread;
 
 use std::collections::HashSet;
@@ -26,6 +25,7 @@ use crate::clock::{monotonic_ns, realtime_ns};
 use crate::error::RecError;
 use crate::identity::Identities;
 use crate::procfs::{self, MapLine};
+use crate::ptrace;
 
 /// The stack copied per thread at most, from its stack pointer up to the top of its stack
 /// mapping: eight times a sample's default copy, since a snapshot is taken once and must

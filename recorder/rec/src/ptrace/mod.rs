@@ -1,10 +1,13 @@
 //! Stopping a process's threads for a moment with ptrace, reading their registers and stacks,
-//! and letting them go. `PTRACE_SEIZE` + `PTRACE_INTERRUPT` rather than `PTRACE_ATTACH`: no
+//! and letting them go (`rec --snapshot`), and calling functions inside a stopped thread
+//! ([`remote`], for `rec --heap -p`). `PTRACE_SEIZE` + `PTRACE_INTERRUPT` rather than `PTRACE_ATTACH`: no
 //! SIGSTOP is sent, so a thread blocked in a system call stays blocked in it afterwards (the
 //! kernel restarts the call on detach), and a process that was stopped stays stopped.
 //!
 //! Every stopped thread is detached when [`Stopped`] is dropped, whatever happened in between:
 //! the process must never be left stopped by rec.
+
+pub mod remote;
 
 use std::io;
 use std::time::Instant;
@@ -64,6 +67,22 @@ impl Stopped {
             }
         }
         s.threads = stopped;
+        Ok(s)
+    }
+
+    /// Seizes and interrupts thread `tid` alone and waits for its stop; the other threads
+    /// run on (so that a lock one of them holds is released while `tid` is used).
+    pub fn stop_one(tid: u32) -> io::Result<Stopped> {
+        seize(tid)?;
+        let mut s = Stopped {
+            threads: vec![Thread { tid }],
+            missed: Vec::new(),
+            since: Instant::now(),
+        };
+        if !wait_stop(tid) {
+            s.threads.clear();
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
         Ok(s)
     }
 
