@@ -244,10 +244,12 @@ impl Caller {
                 )));
             }
             // A ptrace event stop resumes as it is; another signal is kept for the end.
-            if status >> 16 == 0 && sig != libc::SIGTRAP && sig != libc::SIGSTOP {
-                if self.pending_signal == 0 {
-                    self.pending_signal = sig;
-                }
+            if status >> 16 == 0
+                && sig != libc::SIGTRAP
+                && sig != libc::SIGSTOP
+                && self.pending_signal == 0
+            {
+                self.pending_signal = sig;
             }
         }
     }
