@@ -9,6 +9,7 @@
 //! Memory: one mapped ring per live process (2 MiB each), unmapped once the process is gone
 //! and its ring drained; per pid a few counters and the set of mappings already written.
 
+pub mod carry;
 pub mod endpoint;
 pub mod preload;
 pub mod ring;
