@@ -133,6 +133,10 @@ pub struct HeapEvent {
     pub alloc: bool,
 }
 
+/// Live heap blocks per process, as (address, size, stack): what a new `rec --max-size`
+/// segment carries (see [`HeapEncoder::take_live`]).
+pub type LiveSet = Vec<(u32, Vec<(u64, u64, u64)>)>;
+
 /// How many events ahead the encoder prefetches the live map's slot.
 const PREFETCH: usize = 16;
 
@@ -291,7 +295,7 @@ impl HeapEncoder {
     /// carried live set; processes with none included (their carry start still tells a
     /// reader to drop what it holds). Leaves the encoder empty. Allocates one list per
     /// process, 24 bytes per live block.
-    pub fn take_live(&mut self) -> Vec<(u32, Vec<(u64, u64, u64)>)> {
+    pub fn take_live(&mut self) -> LiveSet {
         let mut out = Vec::with_capacity(self.procs.len());
         for (pid, p) in self.procs.drain() {
             let mut infos = vec![(0, 0); p.infos.len()];

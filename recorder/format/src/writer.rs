@@ -7,7 +7,7 @@
 
 use std::io;
 
-use crate::heap_stream::{HeapEncoder, HeapEvent};
+use crate::heap_stream::{HeapEncoder, HeapEvent, LiveSet};
 use crate::pairs::{self, Run};
 use crate::record::{End, Header, Record};
 use crate::stack_filter::StackFilter;
@@ -282,7 +282,7 @@ impl<S: Sink> FrameWriter<S> {
     /// Takes every process's live heap blocks as (address, size, stack) and empties the
     /// writer's heap state (after a [`FrameWriter::flush`], which wrote the pending events):
     /// the live set a new segment carries ([`FrameWriter::carry_heap`]).
-    pub fn take_heap_live(&mut self) -> Vec<(u32, Vec<(u64, u64, u64)>)> {
+    pub fn take_heap_live(&mut self) -> LiveSet {
         self.heap.take_live()
     }
 
@@ -290,11 +290,7 @@ impl<S: Sink> FrameWriter<S> {
     /// the previous segment's writer) into this one, stamped `time` (the segment's start), so
     /// that this segment read alone knows every block still live, and the frees to come find
     /// their blocks. See `heap_stream` for what the reader makes of it.
-    pub fn carry_heap(
-        &mut self,
-        live: &[(u32, Vec<(u64, u64, u64)>)],
-        time: u64,
-    ) -> io::Result<()> {
+    pub fn carry_heap(&mut self, live: &LiveSet, time: u64) -> io::Result<()> {
         for (pid, blocks) in live {
             self.write_batch();
             self.check_size()?;

@@ -145,7 +145,7 @@ impl Output {
     }
 
     /// Writes the heap trace-tree nodes kept, then the carried live blocks (stamped `now`).
-    fn write_carried(&mut self, live: &[(u32, Vec<(u64, u64, u64)>)], now: u64) {
+    fn write_carried(&mut self, live: &crossprof_format::LiveSet, now: u64) {
         let (Some(w), Some(c)) = (self.writer.as_mut(), self.carry.as_ref()) else {
             return;
         };
