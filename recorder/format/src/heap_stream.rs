@@ -31,6 +31,14 @@
 //! decodes given the frames before it, as trace-tree nodes do. A process's first events, and
 //! its first events after [`HeapEncoder::forget`] (a new image after exec, or an exited
 //! process whose pid may come back), start with `ESC_RESET`.
+//!
+//! Segments (`rec --max-size`) do not depend on each other: each starts with a fresh encoder,
+//! and with each known process's *carried live set* (see [`HeapEncoder::carry`]): an
+//! `ESC_CARRY_START` (a reset, with the segment's start time), then one `ESC_CARRIED`
+//! allocation per block still live. The reader gives them back as [`Item::CarryStart`] and
+//! [`Item::Carried`]: a segment read alone knows every live block, and a reader that read
+//! the segment before replaces what it held for that process with the carried set (the block
+//! handles of two segments are unrelated).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -56,6 +64,11 @@ const ESC_FREE_UNKNOWN: u64 = 3;
 const ESC_REUSE: u64 = 4;
 /// The process starts over: no infos, no live blocks.
 const ESC_RESET: u64 = 5;
+/// A `rec --max-size` segment starts: as `ESC_RESET`, then the time (absolute) as operand;
+/// the process's live blocks follow as carried allocations.
+const ESC_CARRY_START: u64 = 6;
+/// The next allocation is a block carried from an earlier segment, not a new one.
+const ESC_CARRIED: u64 = 7;
 
 /// The handle of frees of addresses that were not live: never the handle of a live block.
 pub const UNKNOWN_BLOCK: u64 = u64::MAX;
@@ -119,6 +132,10 @@ pub struct HeapEvent {
     /// An allocation (else a free).
     pub alloc: bool,
 }
+
+/// Live heap blocks per process, as (address, size, stack): what a new `rec --max-size`
+/// segment carries (see [`HeapEncoder::take_live`]).
+pub type LiveSet = Vec<(u32, Vec<(u64, u64, u64)>)>;
 
 /// How many events ahead the encoder prefetches the live map's slot.
 const PREFETCH: usize = 16;
@@ -238,6 +255,69 @@ impl HeapEncoder {
         );
     }
 
+    /// Starts process `pid`'s carried live set in a new segment begun at `time` (the caller
+    /// took the record being built, if it was another process's): a fresh state, announced
+    /// as `ESC_CARRY_START`.
+    pub fn carry_start(&mut self, pid: u32, time: u64) {
+        self.pid = Some(pid);
+        let mut e = Enc::new(&mut self.body);
+        e.u64(ESC_CARRY_START << 2 | OP_ESCAPE);
+        e.u64(time);
+        self.procs.insert(
+            pid,
+            EncProc {
+                time,
+                ..EncProc::default()
+            },
+        );
+    }
+
+    /// Adds one carried block of `pid` (after [`HeapEncoder::carry_start`]; the caller
+    /// checked [`HeapEncoder::accepts`]).
+    pub fn carried(&mut self, pid: u32, addr: u64, size: u64, stack: u64) {
+        self.pid = Some(pid);
+        self.events += 1;
+        let mut e = Enc::new(&mut self.body);
+        let p = self.procs.entry(pid).or_default();
+        let next = p.infos.len() as u32;
+        let info = *p.infos.entry((size, stack)).or_insert(next);
+        if info == next {
+            e.u64(ESC_INFO << 2 | OP_ESCAPE);
+            e.u64(size);
+            e.u64(stack);
+        }
+        p.live.insert(addr, info);
+        e.u64(ESC_CARRIED << 2 | OP_ESCAPE);
+        e.u64(u64::from(info) << 2 | OP_ALLOC);
+    }
+
+    /// Each known process's live blocks as (address, size, stack), for the next segment's
+    /// carried live set; processes with none included (their carry start still tells a
+    /// reader to drop what it holds). Leaves the encoder empty. Allocates one list per
+    /// process, 24 bytes per live block.
+    pub fn take_live(&mut self) -> LiveSet {
+        let mut out = Vec::with_capacity(self.procs.len());
+        for (pid, p) in self.procs.drain() {
+            let mut infos = vec![(0, 0); p.infos.len()];
+            for (&key, &i) in &p.infos {
+                infos[i as usize] = key;
+            }
+            let blocks = p
+                .live
+                .iter()
+                .filter_map(|(addr, i)| infos.get(i as usize).map(|&(s, st)| (addr, s, st)))
+                .collect();
+            out.push((pid, blocks));
+        }
+        out.sort_unstable_by_key(|(pid, _)| *pid);
+        out
+    }
+
+    /// Live blocks the encoder tracks, all processes together.
+    pub fn live_blocks(&self) -> usize {
+        self.procs.values().map(|p| p.live.len()).sum()
+    }
+
     /// Forgets a process (its image was replaced by exec, or it ended): its next events start
     /// a fresh state in writer and reader alike. Frees its memory.
     pub fn forget(&mut self, pid: u32) {
@@ -282,6 +362,8 @@ struct DecProc {
     tid: u32,
     /// Slot the next allocation takes over (an allocation at a still-live address).
     reuse: Option<u32>,
+    /// The next allocation is a carried block.
+    carried: bool,
 }
 
 impl DecProc {
@@ -372,14 +454,19 @@ impl HeapDecoder {
                         None => p.new_slot().ok_or(DecodeError::BadLength(at))?,
                     };
                     p.push(info, slot);
-                    return Ok(Some(Item::Alloc(Alloc {
+                    let a = Alloc {
                         time: p.time,
                         pid,
                         tid: p.tid,
                         addr: p.handle(slot),
                         size,
                         stack,
-                    })));
+                    };
+                    return Ok(Some(if std::mem::take(&mut p.carried) {
+                        Item::Carried(a)
+                    } else {
+                        Item::Alloc(a)
+                    }));
                 }
                 OP_FREE => {
                     let info = u32::try_from(arg).map_err(|_| DecodeError::BadLength(at))?;
@@ -425,6 +512,14 @@ impl HeapDecoder {
                         let base = p.base + p.next.len() as u64;
                         *p = DecProc::fresh(base);
                     }
+                    ESC_CARRY_START => {
+                        let time = d.u64()?;
+                        let base = p.base + p.next.len() as u64;
+                        *p = DecProc::fresh(base);
+                        p.time = time;
+                        return Ok(Some(Item::CarryStart { pid, time }));
+                    }
+                    ESC_CARRIED => p.carried = true,
                     _ => return Err(DecodeError::BadLength(at)),
                 },
                 _ => return Err(DecodeError::BadLength(at)),

@@ -345,3 +345,71 @@ fn through_writer_and_reader_across_frames_and_in_every_prefix() {
         assert!(part.len() == all.len() || frame_ends.contains(&part.len()) || part.is_empty());
     }
 }
+
+/// Decodes every record `enc` holds with `dec`, as items.
+fn items(enc: &mut HeapEncoder, dec: &mut HeapDecoder) -> Vec<Item> {
+    let mut record = Vec::new();
+    let mut out = Vec::new();
+    if enc.append_record(&mut record) {
+        let mut r = Dec::new(&record[1..]);
+        let mut d = Dec::new(r.bytes().unwrap());
+        let pid = d.u32().unwrap();
+        while let Some(i) = dec.next(pid, &mut d).unwrap() {
+            out.push(i);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_segment_carries_the_live_set_and_reads_alone() {
+    let mut old = HeapEncoder::default();
+    let mut old_dec = HeapDecoder::default();
+    old.alloc(7, 7, 10, 0x1000, 16, 3);
+    old.alloc(7, 7, 11, 0x2000, 32, 4);
+    old.alloc(7, 7, 12, 0x3000, 16, 3);
+    old.free(7, 7, 13, 0x1000);
+    assert_eq!(items(&mut old, &mut old_dec).len(), 4);
+    let mut live = old.take_live();
+    live[0].1.sort_unstable();
+    assert_eq!(live, vec![(7, vec![(0x2000, 32, 4), (0x3000, 16, 3)])]);
+    // The next segment: a fresh encoder and a fresh reader.
+    let mut new = HeapEncoder::default();
+    new.carry_start(7, 500);
+    for &(addr, size, stack) in &live[0].1 {
+        new.carried(7, addr, size, stack);
+    }
+    new.free(7, 7, 600, 0x3000);
+    new.free(7, 7, 601, 0x1000);
+    let got = items(&mut new, &mut HeapDecoder::default());
+    assert_eq!(got[0], Item::CarryStart { pid: 7, time: 500 });
+    let carried: Vec<(u64, u64, u64)> = got[1..3]
+        .iter()
+        .map(|i| match i {
+            Item::Carried(a) => (a.time, a.size, a.stack),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(carried, [(500, 32, 4), (500, 16, 3)]);
+    let Item::Carried(third) = &got[2] else {
+        unreachable!()
+    };
+    // The carried block is found by its free; the block freed before the segment is not.
+    assert_eq!(
+        got[3],
+        Item::Free(Free {
+            time: 600,
+            pid: 7,
+            tid: 7,
+            addr: third.addr
+        })
+    );
+    assert!(matches!(
+        got[4],
+        Item::Free(Free {
+            addr: UNKNOWN_BLOCK,
+            ..
+        })
+    ));
+    assert_eq!(got.len(), 5);
+}

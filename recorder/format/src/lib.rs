@@ -38,7 +38,7 @@ mod stack_filter;
 mod writer;
 
 pub use arch::Arch;
-pub use heap_stream::{HeapEvent, UNKNOWN_BLOCK};
+pub use heap_stream::{HeapEvent, LiveSet, UNKNOWN_BLOCK};
 pub use pairs::{Stubs, BULK_MAGIC, PAIRS_VERSION};
 pub use perf_regs::PerfRegs;
 pub use reader::{Damage, OpenError, Reader, ResumePoint, Summary};

@@ -113,9 +113,13 @@ impl LiveMap {
     }
 
     /// Live blocks.
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Every live block as (address, info), in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.slots.iter().copied().filter(|s| s.0 != 0)
     }
 
     fn grow(&mut self) {

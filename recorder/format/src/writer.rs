@@ -7,7 +7,7 @@
 
 use std::io;
 
-use crate::heap_stream::{HeapEncoder, HeapEvent};
+use crate::heap_stream::{HeapEncoder, HeapEvent, LiveSet};
 use crate::pairs::{self, Run};
 use crate::record::{End, Header, Record};
 use crate::stack_filter::StackFilter;
@@ -277,6 +277,39 @@ impl<S: Sink> FrameWriter<S> {
     /// afresh. Frees the memory the writer kept for it.
     pub fn heap_forget(&mut self, pid: u32) {
         self.heap.forget(pid);
+    }
+
+    /// Takes every process's live heap blocks as (address, size, stack) and empties the
+    /// writer's heap state (after a [`FrameWriter::flush`], which wrote the pending events):
+    /// the live set a new segment carries ([`FrameWriter::carry_heap`]).
+    pub fn take_heap_live(&mut self) -> LiveSet {
+        self.heap.take_live()
+    }
+
+    /// Writes the carried live set of each process (from [`FrameWriter::take_heap_live`] of
+    /// the previous segment's writer) into this one, stamped `time` (the segment's start), so
+    /// that this segment read alone knows every block still live, and the frees to come find
+    /// their blocks. See `heap_stream` for what the reader makes of it.
+    pub fn carry_heap(&mut self, live: &LiveSet, time: u64) -> io::Result<()> {
+        for (pid, blocks) in live {
+            self.write_batch();
+            self.check_size()?;
+            self.heap.carry_start(*pid, time);
+            for &(addr, size, stack) in blocks {
+                if !self.heap.accepts(*pid) {
+                    self.write_batch();
+                    self.check_size()?;
+                }
+                self.heap.carried(*pid, addr, size, stack);
+            }
+        }
+        Ok(())
+    }
+
+    /// Live heap blocks the writer tracks (to free a block's frees of their address, see
+    /// `heap_stream`), all processes together.
+    pub fn heap_live_blocks(&self) -> usize {
+        self.heap.live_blocks()
     }
 
     fn check_size(&mut self) -> io::Result<()> {

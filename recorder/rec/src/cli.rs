@@ -99,7 +99,8 @@ Options:
                         a quarter of SIZE and readable alone, and deleting the oldest
                         when the next starts: the newest data stays, and everything
                         synced survives power loss or kill -9. hostside reads FILE's
-                        segments as one recording. Not with --heap
+                        segments as one recording. With --heap each segment starts
+                        with the blocks still live and their stacks
       --duration SECS   stop after SECS seconds; a launched COMMAND gets SIGTERM then
                         (up to 5 s to exit; rec returns its status)
   -p, --pid PID         record an existing process instead of launching one
@@ -369,9 +370,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--off-cpu samples context switches itself: leave context-switches out of -e".into(),
         );
     }
-    if heap && max_size.is_some() {
-        return Err("--max-size cannot bound a --heap recording: heap events refer to allocations in earlier segments".into());
-    }
     if !heap && !cpu && !off_cpu && !syscalls {
         return Err(
             "--no-cpu leaves nothing to record: add --heap, --off-cpu or -e syscalls".into(),
@@ -551,9 +549,8 @@ mod tests {
         let o = run(&["-a", "--max-size", "10M"]).unwrap();
         assert_eq!(o.max_size, Some(10_000_000));
         assert!(run(&["--max-size", "1K", "./app"]).is_err());
-        assert!(run(&["--max-size", "1M", "--heap", "./app"])
-            .unwrap_err()
-            .contains("--heap"));
+        let o = run(&["--max-size", "1M", "--heap", "./app"]).unwrap();
+        assert!(o.heap && o.max_size == Some(1_000_000));
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct HeapTotals {
     pub suppressed_leaked_allocations: u64,
     /// Highest RSS sampled, summed over the recorded processes (0 without RSS records).
     pub peak_rss_bytes: u64,
+    /// Blocks a `rec --max-size` segment carried in as live (allocated in an earlier
+    /// segment): counted live, never as allocations; several per block when read across
+    /// segments.
+    pub carried_blocks: u64,
 }
 
 /// Counts shared by sites and traces.

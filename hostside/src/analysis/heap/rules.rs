@@ -83,6 +83,24 @@ impl SpaceHeap {
             .map(|old| self.infos[old as usize - 1])
     }
 
+    /// Takes a block live since before the recording's first segment (a `rec --max-size`
+    /// segment's carried live set): live, and no allocation for the temporary rule.
+    pub fn carry(&mut self, addr: u64, block: Block) -> Option<Block> {
+        let info = self.intern(block);
+        self.live
+            .insert(addr, info + 1)
+            .map(|old| self.infos[old as usize - 1])
+    }
+
+    /// Forgets every live block and returns them (a segment's carried live set replaces
+    /// them).
+    pub fn take_live(&mut self) -> Vec<Block> {
+        let blocks = self.live().collect();
+        self.live = LiveMap::default();
+        self.marker = self.first_info;
+        blocks
+    }
+
     /// Counts a free: `None` when `addr` is not live (ignored), else what was released.
     pub fn free(&mut self, addr: u64) -> Option<Freed> {
         let info = self.live.remove(addr)? - 1;

@@ -138,13 +138,39 @@ impl State<'_> {
     /// Counts one item of the stream.
     pub(super) fn item(&mut self, item: Item) {
         match item {
-            Item::Alloc(a) => self.alloc_event(&a),
+            Item::Alloc(a) => self.alloc_event(&a, false),
+            Item::Carried(a) => self.alloc_event(&a, true),
             Item::Free(f) => self.free_event(&f),
+            Item::CarryStart { pid, time } => self.carry_start(pid, time),
             Item::Other(r) => self.record(*r),
         }
     }
 
-    fn alloc_event(&mut self, a: &Alloc) {
+    /// A segment's carried live set of `pid` starts: the blocks held for the process were
+    /// carried into it (or lost at the boundary, see `rec`'s `Lost` records), so they are
+    /// dropped without counting a free; the carried blocks that follow take their place.
+    fn carry_start(&mut self, pid: u32, time: u64) {
+        if !self.opts.window.keeps_process(time, pid) {
+            return;
+        }
+        let space = self.space(pid, time);
+        let Some(blocks) = self.existing_heap(space).map(|h| h.take_live()) else {
+            return;
+        };
+        for Block { size, trace } in blocks {
+            self.before_change(trace);
+            let acc = self.trace_acc(trace);
+            acc.live_bytes = acc.live_bytes.saturating_sub(size);
+            acc.live_count = acc.live_count.saturating_sub(1);
+            let site = &mut self.sites[self.traces[trace as usize].site as usize];
+            site.live = site.live.saturating_sub(size);
+            self.live = self.live.saturating_sub(size);
+        }
+    }
+
+    /// An allocation, or with `carried` a block live since before this segment (live, but
+    /// not counted as an allocation).
+    fn alloc_event(&mut self, a: &Alloc, carried: bool) {
         self.last_time = self.last_time.max(a.time);
         if !self.opts.window.keeps(a.time, a.pid, a.tid) {
             return;
@@ -155,7 +181,11 @@ impl State<'_> {
         }
         let space = self.space(a.pid, a.time);
         let trace = self.tree.trace(space, a.stack, self.processes);
-        self.alloc(space, a.addr, a.size, trace, a.time);
+        self.alloc(space, a.addr, a.size, trace, a.time, carried);
+        if carried {
+            self.totals.carried_blocks += 1;
+            return;
+        }
         if let Some(cells) = &mut self.slices {
             cells.alloc(space, a.addr, (a.size, trace), a.time, a.tid);
         }
@@ -188,7 +218,7 @@ impl State<'_> {
     pub(super) fn record(&mut self, r: Record) {
         match r {
             Record::StackNode(n) => self.tree.add_node(&n),
-            Record::Alloc(a) => self.alloc_event(&a),
+            Record::Alloc(a) => self.alloc_event(&a, false),
             Record::Free(f) => self.free_event(&f),
             // RSS belongs to a process: a thread filter keeps its process's.
             Record::Rss(r) if self.opts.window.keeps_process(r.time, r.pid) => {
@@ -239,7 +269,15 @@ impl State<'_> {
         }
     }
 
-    fn alloc(&mut self, space: SpaceKey, addr: u64, size: u64, trace: TraceId, time: u64) {
+    fn alloc(
+        &mut self,
+        space: SpaceKey,
+        addr: u64,
+        size: u64,
+        trace: TraceId,
+        time: u64,
+        carried: bool,
+    ) {
         if trace == EMPTY_TRACE {
             self.anomalies.unknown_stack_allocations += 1;
         }
@@ -253,24 +291,33 @@ impl State<'_> {
         self.before_change(trace);
         let block = Block { size, trace };
         let heap = self.heap_of(space);
-        if heap.alloc(addr, block).is_some() {
+        let replaced = if carried {
+            heap.carry(addr, block)
+        } else {
+            heap.alloc(addr, block)
+        };
+        if replaced.is_some() {
             // The older block is never released again: it stays live, as in heaptrack.
             self.anomalies.reused_live_addresses += 1;
         }
-        if let Some(log) = &mut self.log {
+        if let (Some(log), false) = (&mut self.log, carried) {
             log.alloc(space, addr, size, trace, time);
         }
         let acc = self.trace_acc(trace);
-        acc.allocations += 1;
-        acc.allocated = acc.allocated.saturating_add(size);
+        if !carried {
+            acc.allocations += 1;
+            acc.allocated = acc.allocated.saturating_add(size);
+        }
         acc.live_bytes = acc.live_bytes.saturating_add(size);
         acc.live_count += 1;
         let site = &mut self.sites[self.traces[trace as usize].site as usize];
         site.live = site.live.saturating_add(size);
         site.max = site.max.max(site.live);
 
-        self.totals.allocations += 1;
-        self.totals.allocated_bytes = self.totals.allocated_bytes.saturating_add(size);
+        if !carried {
+            self.totals.allocations += 1;
+            self.totals.allocated_bytes = self.totals.allocated_bytes.saturating_add(size);
+        }
         self.live = self.live.saturating_add(size);
         if self.live > self.totals.peak_bytes {
             self.totals.peak_bytes = self.live;
@@ -283,7 +330,7 @@ impl State<'_> {
         }
         self.timeline.heap(time, self.live);
 
-        if self.opts.largest > 0 {
+        if self.opts.largest > 0 && !carried {
             self.seq += 1;
             // Most allocations are smaller than the smallest kept: skip the heap for them.
             let full = self.largest.len() >= self.opts.largest;

@@ -79,16 +79,31 @@ pub enum Item {
     Alloc(Alloc),
     /// A free.
     Free(Free),
+    /// The start of a process's carried live set, at the start of a `rec --max-size`
+    /// segment: the blocks the reader holds as live for `pid` are replaced by the
+    /// [`Item::Carried`] blocks that follow (see `heap_stream`).
+    CarryStart {
+        /// The process.
+        pid: u32,
+        /// When the segment started.
+        time: u64,
+    },
+    /// A block live when the segment started, allocated in an earlier segment: live, but no
+    /// allocation of this segment. Its time is the segment's start.
+    Carried(Alloc),
     /// Any other record.
     Other(Box<Record>),
 }
 
 impl Item {
-    /// The record this item stands for.
+    /// The record this item stands for. A carried block reads as an allocation at the
+    /// segment's start, and a carry start as a record of unknown kind (to be skipped): a
+    /// pass over records sees each segment's live set as allocated when it began.
     pub fn into_record(self) -> Record {
         match self {
-            Item::Alloc(a) => Record::Alloc(a),
+            Item::Alloc(a) | Item::Carried(a) => Record::Alloc(a),
             Item::Free(f) => Record::Free(f),
+            Item::CarryStart { .. } => Record::Unknown(tag::HEAP_EVENTS),
             Item::Other(r) => *r,
         }
     }

@@ -49,6 +49,8 @@ pub(super) struct Output {
     data_maps: DataMaps,
     /// What helps when the kernel dropped samples of this recording's kind.
     lost_advice: &'static str,
+    /// With `--max-size`: the heap trace-tree nodes each new segment writes again.
+    carry: Option<heap::carry::Carry>,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -81,6 +83,7 @@ impl Output {
                 .map(|max| Segments::new(&opts.out, max, header.clone())),
             off_cpu: events.off_cpu_events(),
             data_maps,
+            carry: opts.max_size.map(|_| heap::carry::Carry::default()),
             lost_advice: opts
                 .call_graph
                 .lost_advice(opts.events.first().copied().unwrap_or(Kind::CpuClock)),
@@ -93,6 +96,11 @@ impl Output {
                 self.fail(e);
             }
         }
+        self.rotate_if_due();
+    }
+
+    /// Starts a new segment when the current one is full (`--max-size`).
+    fn rotate_if_due(&mut self) {
         if let (Some(s), Some(w)) = (self.segments.as_mut(), self.writer.as_mut()) {
             match s.due(w) {
                 Ok(true) => self.next_segment(),
@@ -103,12 +111,16 @@ impl Output {
     }
 
     /// Starts the next segment of a `--max-size` recording with the state a reader needs to
-    /// read it alone: the vDSO and every live recorded process (see [`crate::segments`]).
+    /// read it alone: the vDSO, every live recorded process (see [`crate::segments`]), and
+    /// with `--heap` the trace-tree nodes and the live blocks of every process (see
+    /// [`heap::carry`]).
     fn next_segment(&mut self) {
-        let (Some(w), Some(mut s)) = (self.writer.take(), self.segments.take()) else {
+        let (Some(mut w), Some(mut s)) = (self.writer.take(), self.segments.take()) else {
             return;
         };
-        match s.next(w, monotonic_ns()) {
+        let live = w.take_heap_live();
+        let now = monotonic_ns();
+        match s.next(w, now) {
             Ok(w) => self.writer = Some(w),
             Err(e) => return self.fail(e),
         }
@@ -116,6 +128,8 @@ impl Output {
         for pid in self.procs.as_mut().map(|t| t.live()).unwrap_or_default() {
             self.snapshot(pid);
         }
+        self.write_carried(&live, now);
+        drop(live);
         self.flush();
         if let Some(w) = &self.writer {
             s.retire(w);
@@ -126,6 +140,22 @@ impl Output {
         // deleted.
         self.lost(Lost::DIRECTORY_SYNC_FAILED, errors.dir_sync_failed);
         self.lost(Lost::SEGMENT_DELETE_FAILED, errors.delete_failed);
+        let dropped = self.carry.as_ref().map_or(0, |c| c.dropped);
+        self.lost(heap::carry::LOST_KIND, dropped);
+    }
+
+    /// Writes the heap trace-tree nodes kept, then the carried live blocks (stamped `now`).
+    fn write_carried(&mut self, live: &crossprof_format::LiveSet, now: u64) {
+        let (Some(w), Some(c)) = (self.writer.as_mut(), self.carry.as_ref()) else {
+            return;
+        };
+        let r = c
+            .nodes()
+            .try_for_each(|n| w.push(&Record::StackNode(n)))
+            .and_then(|_| w.carry_heap(live, now));
+        if let Err(e) = r {
+            self.fail(e);
+        }
     }
 
     pub(super) fn flush(&mut self) {
@@ -316,6 +346,9 @@ impl Destination for Output {
 
 impl heap::Emit for Output {
     fn record(&mut self, r: Record) {
+        if let (Some(c), Record::StackNode(n)) = (self.carry.as_mut(), &r) {
+            c.note(n);
+        }
         Output::record(self, r);
     }
 
@@ -325,11 +358,15 @@ impl heap::Emit for Output {
                 self.fail(e);
             }
         }
+        self.rotate_if_due();
     }
 
     fn forget(&mut self, pid: u32) {
         if let Some(w) = self.writer.as_mut() {
             w.heap_forget(pid);
+        }
+        if let Some(c) = self.carry.as_mut() {
+            c.forget(pid);
         }
     }
 }
