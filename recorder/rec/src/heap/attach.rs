@@ -13,7 +13,12 @@
 
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSegment, ObjectSymbol};
+#[cfg(target_pointer_width = "32")]
+use object::elf::FileHeader32;
+#[cfg(target_pointer_width = "64")]
+use object::elf::FileHeader64;
+use object::read::elf::ElfFile;
+use object::{Endianness, Object, ObjectSegment, ObjectSymbol};
 
 use super::{Heap, MapsSource};
 use crate::error::RecError;
@@ -47,6 +52,13 @@ pub fn prepare(pid: u32) -> Result<(Heap, PathBuf), RecError> {
     Ok((h, lib))
 }
 
+/// The ELF class of the programs rec attaches to: its own (one parser instantiated, not the
+/// four of `object::File`, which keeps rec small).
+#[cfg(target_pointer_width = "64")]
+type Elf<'a> = ElfFile<'a, FileHeader64<Endianness>>;
+#[cfg(target_pointer_width = "32")]
+type Elf<'a> = ElfFile<'a, FileHeader32<Endianness>>;
+
 /// A module mapped into `pid`: its path and load address.
 struct Module {
     path: String,
@@ -63,7 +75,7 @@ impl Module {
             .iter()
             .find(|m| m.pgoff == 0 && is(m.path.rsplit('/').next().unwrap_or(&m.path)))?;
         let elf = std::fs::read(format!("/proc/{pid}/root{}", m.path)).ok()?;
-        let file = object::File::parse(&*elf).ok()?;
+        let file = Elf::parse(&*elf).ok()?;
         let first = file.segments().map(|s| s.address()).min().unwrap_or(0);
         let page = procfs::page_size() as u64;
         Some(Module {
@@ -75,7 +87,7 @@ impl Module {
 
     /// The run-time address of exported function `name`.
     fn symbol(&self, name: &str) -> Option<u64> {
-        let file = object::File::parse(&*self.elf).ok()?;
+        let file = Elf::parse(&*self.elf).ok()?;
         let s = file
             .dynamic_symbols()
             .find(|s| s.name() == Ok(name) && s.address() != 0)?;
