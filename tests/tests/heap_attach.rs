@@ -100,7 +100,12 @@ fn heaptrack_allocations(data: &Path, functions: &[&str]) -> Vec<u64> {
         .iter()
         .map(|f| {
             text.lines()
-                .filter(|l| l.split(';').any(|frame| frame.trim() == *f))
+                .filter(|l| {
+                    l.split(';').any(|frame| {
+                        let frame = frame.trim();
+                        frame == *f || frame.starts_with(&format!("{f} ("))
+                    })
+                })
                 .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
                 .sum()
         })
@@ -134,11 +139,12 @@ fn attached_during_phase_two_on_x86_64_like_heaptrack() {
 
     // heaptrack attached the same way: through gdb, until the program ends (a SIGINT would
     // kill its interpreter before the data is written), so phase 3 is in it too, at sites
-    // of its own.
+    // of its own. heaptrack names functions on the machine that records, from the binary
+    // itself: it runs the unstripped copy (the same code).
     let ht = scratch().join(tag).join("heaptrack");
     drive(
         &driver.board,
-        &program.board,
+        &program.unstripped,
         "injection finished",
         "wait",
         &["heaptrack", "-o", ht.to_str().unwrap()],
