@@ -161,23 +161,17 @@ pub fn init() {
 }
 
 /// Starts recording in a running process this library was loaded into (`rec --heap -p`,
-/// see [`crate::attach`]): what [`init`] does at a launch, now that the socket is known.
-/// Whether the ring is connected.
+/// see [`crate::attach`]): [`init`] now that the socket is known. Whether the ring is
+/// connected (a failed connect turns recording off).
 pub fn attach() -> bool {
     ACTIVE.store(true, Ordering::Release);
     init();
-    let tid = thread::tid();
-    LOCK.lock(tid);
-    // SAFETY: LOCK is held.
-    let connected = unsafe { state() }.producer.is_some();
-    LOCK.unlock();
-    connected
+    active()
 }
 
-/// Stops recording in an attached process (rec detaches): later calls only forward.
+/// Stops recording (rec detaches from an attached process): later calls only forward.
 pub fn detach() {
-    let tid = thread::tid();
-    LOCK.lock(tid);
+    LOCK.lock(thread::tid());
     // SAFETY: LOCK is held.
     stop(unsafe { state() });
     LOCK.unlock();
