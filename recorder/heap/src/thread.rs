@@ -16,6 +16,10 @@ struct Local {
     tid: Cell<u32>,
     pass: Cell<u32>,
     stack: Cell<(usize, usize)>,
+    /// Sampled mode: bytes left before the next sampling point (see [`crate::sample`]).
+    until: Cell<u64>,
+    /// Sampled mode: the thread's random state (0 until the first draw).
+    rng: Cell<u64>,
 }
 
 thread_local! {
@@ -25,6 +29,8 @@ thread_local! {
             tid: Cell::new(0),
             pass: Cell::new(0),
             stack: Cell::new((0, 0)),
+            until: Cell::new(0),
+            rng: Cell::new(0),
         }
     };
 }
@@ -65,6 +71,42 @@ pub fn begin_event() -> Option<(bool, u32, (usize, usize))> {
         t.depth.set(was + 1);
         Some((was != 0, tid_of(t), bounds_of(t)))
     })
+}
+
+/// Sampled mode: counts `size` more bytes allocated on this thread and says whether they
+/// cover a sampling point (then draws the next one). Lock-free, and cheap when they do not.
+#[inline(always)]
+pub fn sampled(size: usize, mean: u64) -> bool {
+    LOCAL.with(|t| {
+        let size = size as u64;
+        let left = t.until.get();
+        if left > size {
+            t.until.set(left - size);
+            return false;
+        }
+        first_or_next_point(t, size, mean)
+    })
+}
+
+#[inline(never)]
+fn first_or_next_point(t: &Local, size: u64, mean: u64) -> bool {
+    let mut rng = t.rng.get();
+    if rng == 0 {
+        // The thread's first allocation: seed, draw the first point, and see again.
+        let here = &rng as *const u64 as u64;
+        rng = (crate::sys::now_ns() ^ here.rotate_left(29) ^ u64::from(tid_of(t)) << 40) | 1;
+        let first = crate::sample::draw_gap(&mut rng, mean);
+        t.rng.set(rng);
+        if first > size {
+            t.until.set(first - size);
+            return false;
+        }
+    }
+    // The process is memoryless: the next point lies a fresh gap past this block's end.
+    let gap = crate::sample::draw_gap(&mut rng, mean);
+    t.rng.set(rng);
+    t.until.set(gap);
+    true
 }
 
 /// The calling thread's id, cached after the first call.

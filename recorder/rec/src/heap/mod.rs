@@ -12,6 +12,7 @@
 pub mod endpoint;
 pub mod preload;
 pub mod ring;
+pub mod sample;
 
 use std::collections::{HashMap, HashSet};
 
