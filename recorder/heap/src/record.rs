@@ -234,10 +234,10 @@ pub fn alloc(addr: *mut core::ffi::c_void, size: usize, at: stack::Entry) {
 /// Records a free of `addr` (free(NULL) is not an event).
 #[inline(always)]
 pub fn free(addr: *mut core::ffi::c_void) {
-    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
-        if sample::mean() != 0 && !sample::contains(addr as u64) {
-            return;
-        }
+    if ACTIVE.load(Ordering::Relaxed)
+        && !addr.is_null()
+        && (sample::mean() == 0 || sample::contains(addr as u64))
+    {
         event(kind::FREE, 0, addr as u64, 0, stack::Entry::default());
     }
 }
@@ -254,17 +254,7 @@ pub fn realloc(
     if !ACTIVE.load(Ordering::Relaxed) || new.is_null() {
         return;
     }
-    let mean = sample::mean();
-    if mean == 0 {
-        return event(REALLOC, old as u64, new as u64, size as u64, at);
-    }
-    // Sampled: the old block's free if it was sampled, the new block if it is.
-    let old = if !old.is_null() && sample::contains(old as u64) {
-        old as u64
-    } else {
-        0
-    };
-    match (old, thread::sampled(size, mean)) {
+    match sample::realloc_events(old as u64, size, sample::mean()) {
         (0, false) => {}
         (old, false) => event(kind::FREE, 0, old, 0, stack::Entry::default()),
         (old, true) => event(REALLOC, old, new as u64, size as u64, at),
@@ -415,12 +405,7 @@ fn finish_alloc(
     let Some(p) = st.producer.as_mut() else {
         return false;
     };
-    if sample::mean() != 0 {
-        if old != 0 {
-            sample::forget(old);
-        }
-        sample::remember(addr);
-    }
+    sample::replaced(old, addr);
     (old == 0 || p.free(tid, time, old)) && p.alloc(tid, time, addr, size, leaf)
 }
 

@@ -71,6 +71,17 @@ pub fn draw_gap(rng: &mut u64, mean: u64) -> u64 {
     }
 }
 
+/// A successful `realloc(old, size)` in sampled mode: the old block's address if it was
+/// sampled (else 0; its free is recorded), and whether the new block is sampled. In exact
+/// mode: `old` and true.
+pub fn realloc_events(old: u64, size: usize, mean: u64) -> (u64, bool) {
+    if mean == 0 {
+        return (old, true);
+    }
+    let old = if old != 0 && contains(old) { old } else { 0 };
+    (old, crate::thread::sampled(size, mean))
+}
+
 // ---- the set of sampled live blocks ------------------------------------------------------
 
 /// A linear-probing table of addresses (0: empty), deleted from by shifting back (no
@@ -216,6 +227,17 @@ pub fn remember(addr: u64) {
 pub fn forget(addr: u64) {
     if !TABLE.load(Ordering::Relaxed).is_null() {
         change(|set| set.remove(addr));
+    }
+}
+
+/// A sampled allocation at `addr` was written (with the free of `old` before it, when not
+/// 0): the set learns both. Nothing in exact mode. Under the interposer's lock.
+pub fn replaced(old: u64, addr: u64) {
+    if mean() != 0 {
+        if old != 0 {
+            forget(old);
+        }
+        remember(addr);
     }
 }
 

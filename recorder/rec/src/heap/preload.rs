@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn existing_preloads_are_kept() {
-        let env = environment(Path::new("/x/libcrossprof_heap.so"), "sock");
+        let env = environment(Path::new("/x/libcrossprof_heap.so"), "sock", None);
         assert!(env[0]
             .1
             .to_string_lossy()
