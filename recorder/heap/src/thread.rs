@@ -75,9 +75,14 @@ pub fn begin_event() -> Option<(bool, u32, (usize, usize))> {
 
 /// Sampled mode: counts `size` more bytes allocated on this thread and says whether they
 /// cover a sampling point (then draws the next one). Lock-free, and cheap when they do not.
+/// The interposer's own calls (pass-through) are no allocations of the program's: they
+/// neither count nor consume a point (a point they took would be recorded by no one).
 #[inline(always)]
 pub fn sampled(size: usize, mean: u64) -> bool {
     LOCAL.with(|t| {
+        if t.pass.get() != 0 {
+            return false;
+        }
         let size = size as u64;
         let left = t.until.get();
         if left > size {
@@ -124,9 +129,15 @@ pub fn inside() -> bool {
     LOCAL.with(|t| t.depth.get() != 0)
 }
 
-/// Forgets the cached id (in a fork child, whose only thread has a new id).
+/// Forgets the cached id (in a fork child, whose only thread has a new id), and the
+/// sampling state: a child that kept its parent's would sample at the very same points as
+/// the parent when both run the same code (the next allocation seeds and draws anew).
 pub fn reset_tid() {
-    LOCAL.with(|t| t.tid.set(0));
+    LOCAL.with(|t| {
+        t.tid.set(0);
+        t.rng.set(0);
+        t.until.set(0);
+    });
 }
 
 /// Runs `f` with recording off for this thread: for libc calls the interposer makes that may
@@ -154,5 +165,25 @@ fn query_stack() -> (usize, usize) {
             return (0, 0);
         }
         (addr as usize, addr as usize + size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// 10^6 allocations of 32 bytes at a mean of 64 KiB: the number sampled is
+    /// 10^6 × (1 − exp(−32/65536)) ≈ 488 within 3 standard deviations.
+    #[test]
+    fn small_allocations_are_sampled_with_the_stated_probability() {
+        let (n, s, m) = (1_000_000u64, 32usize, 65_536u64);
+        let got = std::thread::spawn(move || (0..n).filter(|_| super::sampled(s, m)).count())
+            .join()
+            .expect("thread");
+        let p = -(-(s as f64) / m as f64).exp_m1();
+        let (mu, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+        eprintln!("sampled {got}, expected {mu:.1} ± {sd:.1}");
+        assert!(
+            (got as f64 - mu).abs() <= 3.0 * sd,
+            "{got} vs {mu:.1} ± {sd:.1}"
+        );
     }
 }
