@@ -173,4 +173,54 @@ mod tests {
         assert!(e.stderr().allocations > 0.0);
         assert_eq!(Weights::of(0), None);
     }
+
+    /// Allocations sampled with exactly the interposer's probability (a Bernoulli draw per
+    /// allocation, which the Poisson process amounts to): over 400 replicates, the estimated
+    /// calls and bytes of a mix of small and medium blocks average the truth, and their
+    /// spread matches the estimated variances.
+    #[test]
+    fn estimates_are_unbiased_and_their_variances_right() {
+        let w = Weights { mean: 4096.0 };
+        let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut uniform = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let sizes = [(32u64, 20_000u32), (500, 400), (4096, 50)];
+        let calls: f64 = sizes.iter().map(|&(_, n)| f64::from(n)).sum();
+        let bytes: f64 = sizes.iter().map(|&(s, n)| (s * u64::from(n)) as f64).sum();
+        let reps = 400;
+        // Per replicate: (calls, bytes) estimated and their estimated variances.
+        let mut runs = Vec::new();
+        for _ in 0..reps {
+            let (mut e, mut b) = (Estimate::default(), 0.0);
+            for &(s, n) in &sizes {
+                for _ in 0..n {
+                    if uniform() < w.p(s) {
+                        e.alloc(&w, s);
+                        b += w.bytes(s) as f64;
+                    }
+                }
+            }
+            runs.push([
+                (e.allocations, e.allocations_var),
+                (b, e.allocated_bytes_var),
+            ]);
+        }
+        for (i, (what, truth)) in [("calls", calls), ("bytes", bytes)].into_iter().enumerate() {
+            let n = reps as f64;
+            let mean = runs.iter().map(|r| r[i].0).sum::<f64>() / n;
+            let spread = runs.iter().map(|r| (r[i].0 - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            let stated = runs.iter().map(|r| r[i].1).sum::<f64>() / n;
+            let z = (mean - truth) / (spread / n).sqrt();
+            assert!(z.abs() < 3.5, "{what}: mean {mean} vs {truth} (z = {z:.2})");
+            let ratio = spread / stated;
+            assert!(
+                (0.8..1.25).contains(&ratio),
+                "{what}: variance {spread} vs {stated}"
+            );
+        }
+    }
 }
