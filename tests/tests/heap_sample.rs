@@ -6,7 +6,11 @@
 //! are statistical: an estimate outside 3 standard errors happens 0.3% of the time per
 //! comparison when the estimate is close to normal. The ground-truth test makes seven such
 //! comparisons; the corpus test asks that 95% of the sites a sample hit lie within 3 standard
-//! errors (and says how many did).
+//! errors (and says how many did), that no site of 8 means or more goes unsampled, and that
+//! the ten largest sites lie within 10% where that is a safe promise: a site of small blocks
+//! has a relative standard error of about sqrt(mean / its bytes), 9% for Ninja's 64 MB
+//! site at 512 KiB, so 10% holds there only about three times in four; such sites are
+//! checked at 3 standard errors and named in the output.
 
 use std::path::Path;
 
@@ -153,48 +157,100 @@ fn compare_with_exact(name: &str, extra_args: &[&str]) {
         .collect();
     let mut sites: Vec<&Value> = exact["sites"].as_array().expect("sites").iter().collect();
     sites.sort_by_key(|s| std::cmp::Reverse(s["allocated_bytes"].as_u64().unwrap_or(0)));
-    let (mut hit, mut inside, mut missed_bytes) = (0, 0, 0.0);
+    let mut c = Coverage::default();
     for (rank, s) in sites.iter().enumerate() {
         let truth = f(s, "allocated_bytes");
         let Some(e) = est.get(&key(s)) else {
-            // Never sampled: likely only for sites of few bytes (exp(-bytes/mean)).
-            missed_bytes += truth;
-            assert!(rank >= 10, "{name}: top site {} not sampled", key(s));
+            // Never sampled: a site of B bytes in small blocks escapes every sampling
+            // point with probability exp(-B/mean), under 3.4e-4 from 8 means on.
+            c.missed_bytes += truth;
+            assert!(
+                truth < UNSAMPLED_MEANS * MEAN_CORPUS,
+                "{name}: site {} of {truth} bytes never sampled",
+                key(s)
+            );
             continue;
         };
-        hit += 1;
+        c.hit += 1;
         let (x, se) = (f(e, "allocated_bytes"), f(e, "allocated_bytes_stderr"));
-        if (x - truth).abs() <= 3.0 * se.max(1.0) {
-            inside += 1;
+        let z = (x - truth).abs() / se.max(1.0);
+        if z <= 3.0 {
+            c.inside += 1;
         }
         if rank < 10 {
-            let rel = (x - truth).abs() / truth;
+            // Within 10% is only a safe promise (3 standard errors) for a site whose
+            // relative standard error is at most 10%/3; one of small blocks has about
+            // sqrt(mean / its bytes), over 3.3% below 470 MB at 512 KiB. For those the
+            // check is the 3 standard errors, and the output says so.
+            let (rel, rse) = ((x - truth).abs() / truth, se / truth);
+            let reachable = rse <= 0.10 / 3.0;
             eprintln!(
-                "{name} #{rank} {}: exact {truth}, estimate {x} \u{b1} {se:.0} ({:.1}%)",
+                "{name} #{rank} {}: exact {truth}, estimate {x} \u{b1} {se:.0} (off {:.1}%, \
+                 relative SE {:.1}%, z = {z:.2}){}",
                 s["function"],
-                rel * 100.0
+                rel * 100.0,
+                rse * 100.0,
+                if reachable {
+                    ""
+                } else {
+                    "; 10% not reachable at this rate"
+                }
             );
-            assert!(
-                rel <= 0.10,
-                "{name}: site {} off by {:.1}%",
-                key(s),
-                rel * 100.0
-            );
+            if reachable {
+                assert!(
+                    rel <= 0.10,
+                    "{name}: site {} off by {:.1}%",
+                    key(s),
+                    rel * 100.0
+                );
+            } else {
+                c.top_unreachable += 1;
+                assert!(z <= 3.0, "{name}: top site {} is {z:.2} SE off", key(s));
+            }
         }
     }
     let total = f(&exact, "allocated_bytes");
     eprintln!(
-        "{name}: {} sites, {hit} sampled, {inside} within 3 SE; unsampled sites hold {:.3}% \
-         of the bytes; total {total} vs {} \u{b1} {:.0}",
+        "{name}: {} sites, {} sampled, {} within 3 SE ({:.1}%); {} of the ten largest have a \
+         relative SE over 3.3%; unsampled sites hold {:.3}% of the bytes; total {total} vs \
+         {} \u{b1} {:.0}",
         sites.len(),
-        100.0 * missed_bytes / total,
+        c.hit,
+        c.inside,
+        100.0 * c.inside as f64 / c.hit as f64,
+        c.top_unreachable,
+        100.0 * c.missed_bytes / total,
         f(&sampled, "allocated_bytes"),
         f(&sampled["sampled"], "allocated_bytes_stderr")
     );
     assert!(
-        inside as f64 >= 0.95 * hit as f64,
-        "{name}: only {inside} of {hit} sampled sites within 3 standard errors"
+        c.inside as f64 >= (1.0 - OUTSIDE_FRACTION) * c.hit as f64,
+        "{name}: only {} of {} sampled sites within 3 standard errors",
+        c.inside,
+        c.hit
     );
+}
+
+/// Mean bytes between samples in the corpus tests (512 KiB, the acceptance's rate).
+const MEAN_CORPUS: f64 = 524_288.0;
+/// A site never sampled must hold fewer bytes than this many means (see the check).
+const UNSAMPLED_MEANS: f64 = 8.0;
+/// The stated fraction of sampled sites allowed outside 3 standard errors: 0.3% for a normal
+/// estimate, but most sites are hit by a handful of samples, whose estimates are skewed
+/// (a Poisson count) and whose standard errors are themselves estimated from the samples.
+const OUTSIDE_FRACTION: f64 = 0.05;
+
+/// What `compare_with_exact` counts.
+#[derive(Default)]
+struct Coverage {
+    /// Sites sampled at least once.
+    hit: usize,
+    /// Of them, within 3 standard errors of exact mode.
+    inside: usize,
+    /// Bytes of the sites never sampled.
+    missed_bytes: f64,
+    /// Of the ten largest, those whose relative standard error is over 10%/3.
+    top_unreachable: usize,
 }
 
 #[test]
