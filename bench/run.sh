@@ -6,6 +6,7 @@
 #   bench/run.sh stack-size [ARGS...]  which stack-copy size: coverage and cost on real programs
 #   bench/run.sh heap [ARGS...]     rec --heap vs heaptrack on tests/programs/heap_bench.c
 #   bench/run.sh heapreal [ARGS...] rec --heap vs heaptrack on Debian's lua5.4 and sqlite3
+#   bench/run.sh heapsample [ARGS...] rec --heap --heap-sample: slowdown on the real-world corpus
 #   bench/run.sh board-stack-size [ARGS...]  the same coverage on the emulated ARM boards
 #   bench/run.sh realworld [ARGS...]   rec and hostside vs perf on sqlite3 and ripgrep
 #   bench/run.sh index [ARGS...]    the build-id index's first and cached runs on a large tree
@@ -45,6 +46,7 @@ case "$what" in
         ;;
     heap) shift; python3 bench/heap_overhead.py "$@" ;;
     heapreal) shift; python3 bench/heap_real.py "$@" ;;
+    heapsample) shift; python3 bench/heap_sample.py "$@" ;;
     board-stack-size)
         shift
         tests/boards/setup.sh >/dev/null

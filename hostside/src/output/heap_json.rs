@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::analysis::heap::sampled::StdErrors;
 use crate::analysis::heap::{HeapAnomalies, HeapProfile, TraceRow};
 use crate::frames::{Frame, FrameTable};
 
@@ -46,6 +47,50 @@ pub struct HeapJson {
     pub largest: Vec<LargestJson>,
     /// Heap and RSS over time.
     pub timeline: TimelineJson,
+    /// Only in a sampled recording (`rec --heap-sample`), where every count and byte figure
+    /// above is an estimate: the sampling's mean and the totals' standard errors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledJson>,
+}
+
+/// How a sampled recording was sampled, and the standard errors of the totals.
+#[derive(Serialize)]
+pub struct SampledJson {
+    /// Mean bytes between sampled allocations (`--heap-sample`).
+    pub mean_bytes: u64,
+    /// Allocations recorded.
+    pub samples: u64,
+    /// Standard errors of the totals.
+    #[serde(flatten)]
+    pub stderr: StderrJson,
+}
+
+/// Standard errors of a sampled recording's estimates (Horvitz-Thompson, see the README):
+/// the true value lies within two of them of the estimate about 95% of the time. There is
+/// none for peaks (a maximum of an estimate).
+#[derive(Serialize)]
+pub struct StderrJson {
+    /// Of `allocations`.
+    pub allocations_stderr: f64,
+    /// Of `temporary` (itself an upper estimate: see the README).
+    pub temporary_stderr: f64,
+    /// Of `allocated_bytes`.
+    pub allocated_bytes_stderr: f64,
+    /// Of `leaked_bytes`.
+    pub leaked_bytes_stderr: f64,
+    /// Of `leaked_allocations`.
+    pub leaked_allocations_stderr: f64,
+}
+
+fn stderr_json(e: &StdErrors) -> StderrJson {
+    let r = |x: f64| (x * 10.0).round() / 10.0;
+    StderrJson {
+        allocations_stderr: r(e.allocations),
+        temporary_stderr: r(e.temporary),
+        allocated_bytes_stderr: r(e.allocated_bytes),
+        leaked_bytes_stderr: r(e.leaked_bytes),
+        leaked_allocations_stderr: r(e.leaked_allocations),
+    }
 }
 
 /// One site.
@@ -83,6 +128,9 @@ pub struct SiteJson {
     /// function: the module offsets of the allocator calls it groups. Absent otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub call_offsets: Vec<u64>,
+    /// In a sampled recording: the standard errors of the estimates above (absent when exact).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<StderrJson>,
 }
 
 /// A frame with its location.
@@ -181,6 +229,7 @@ pub fn heap_json(p: &HeapProfile, top: usize, start: u64) -> HeapJson {
                     })
                     .unwrap_or_default(),
                 call_offsets: s.call_offsets.clone(),
+                stderr: s.stderr.as_ref().map(stderr_json),
             }
         })
         .collect();
@@ -225,5 +274,10 @@ pub fn heap_json(p: &HeapProfile, top: usize, start: u64) -> HeapJson {
             heap_bytes: p.timeline.iter().map(|b| b.heap_max.unwrap_or(0)).collect(),
             rss_bytes: p.timeline.iter().map(|b| b.rss_max).collect(),
         },
+        sampled: p.sampled.map(|s| SampledJson {
+            mean_bytes: s.mean_bytes,
+            samples: s.samples,
+            stderr: stderr_json(&s.totals),
+        }),
     }
 }

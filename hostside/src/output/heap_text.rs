@@ -63,6 +63,28 @@ pub fn heap_report(
     )?;
     let secs = (p.end_time.saturating_sub(start) as f64 / 1e9).max(1e-9);
     writeln!(out, "\nHeap (counted as heaptrack_print counts)")?;
+    if let Some(sm) = &p.sampled {
+        let e = &sm.totals;
+        writeln!(
+            out,
+            "  ESTIMATES from a sampled recording (rec --heap-sample {}: one sample per {} \
+             allocated on average, {} allocations recorded); \u{b1} is one standard error\n  \
+             calls {} \u{b1} {:.0}, bytes allocated {} \u{b1} {}, leaked {} \u{b1} {} in {} \
+             \u{b1} {:.0} blocks; temporary counts only recorded allocations (an upper \
+             estimate); peaks are of estimated live bytes",
+            sm.mean_bytes,
+            bytes(sm.mean_bytes),
+            sm.samples,
+            t.allocations,
+            e.allocations,
+            bytes(t.allocated_bytes),
+            bytes(e.allocated_bytes as u64),
+            bytes(t.leaked_bytes),
+            bytes(e.leaked_bytes as u64),
+            t.leaked_allocations,
+            e.leaked_allocations
+        )?;
+    }
     if ctx.window.is_active() {
         writeln!(
             out,
@@ -205,6 +227,17 @@ pub fn heap_report(
                     };
                     writeln!(out, "{:>46}<- {}{more}", "", chain.join(" <- "))?;
                 }
+            }
+            if let Some(e) = &s.stderr {
+                writeln!(
+                    out,
+                    "{:>46}\u{b1} {:.0} calls, {} allocated \u{b1} {}, leaked \u{b1} {}",
+                    "",
+                    e.allocations,
+                    bytes(s.counts.allocated_bytes),
+                    bytes(e.allocated_bytes as u64),
+                    bytes(e.leaked_bytes as u64)
+                )?;
             }
         }
     }

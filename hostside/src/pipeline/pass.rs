@@ -165,6 +165,7 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
         heap: heap.map(|opts| {
             let opts = HeapOptions {
                 window: o.window,
+                sample_mean: header.heap_sample_bytes,
                 ..opts
             };
             let mut h = HeapBuilder::new(processes, resolver, header.start_clock_ns, opts);

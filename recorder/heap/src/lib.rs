@@ -20,6 +20,10 @@
 //! trace tree (bounded, see [`trie`]) and the memo (under 2 MiB, touched as used) per
 //! process.
 //!
+//! Sampled mode (`rec --heap-sample BYTES`, see [`sample`]): only allocations that cover a
+//! sampling point take the path above; the others cost a thread-local subtraction, and a
+//! free a lock-free look-up in the set of sampled live blocks.
+//!
 //! Non-goals: statically linked programs (nothing can be preloaded), custom allocators that
 //! do not go through the malloc family, `mmap` tracking.
 #![deny(missing_docs)]
@@ -36,6 +40,7 @@ mod hooks;
 mod lock;
 mod real;
 mod record;
+pub mod sample;
 mod stack;
 mod sys;
 mod thread;

@@ -26,7 +26,7 @@ use crate::lock::Lock;
 use crate::stack::{self, InternFailed, Memo, Modules, Scratch};
 use crate::transport::{NoRing, Producer};
 use crate::trie::Trie;
-use crate::{sys, thread};
+use crate::{sample, sys, thread};
 
 /// Off once we know nothing is listening (or rec is gone); then hooks only forward.
 static ACTIVE: AtomicBool = AtomicBool::new(true);
@@ -241,14 +241,20 @@ fn ensure_modules(tid: u32) {
 #[inline(always)]
 pub fn alloc(addr: *mut core::ffi::c_void, size: usize, at: stack::Entry) {
     if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
-        event(kind::ALLOC, 0, addr as u64, size as u64, at);
+        let mean = sample::mean();
+        if mean == 0 || thread::sampled(size, mean) {
+            event(kind::ALLOC, 0, addr as u64, size as u64, at);
+        }
     }
 }
 
 /// Records a free of `addr` (free(NULL) is not an event).
 #[inline(always)]
 pub fn free(addr: *mut core::ffi::c_void) {
-    if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
+    if ACTIVE.load(Ordering::Relaxed)
+        && !addr.is_null()
+        && (sample::mean() == 0 || sample::contains(addr as u64))
+    {
         event(kind::FREE, 0, addr as u64, 0, stack::Entry::default());
     }
 }
@@ -262,8 +268,13 @@ pub fn realloc(
     size: usize,
     at: stack::Entry,
 ) {
-    if ACTIVE.load(Ordering::Relaxed) && !new.is_null() {
-        event(REALLOC, old as u64, new as u64, size as u64, at);
+    if !ACTIVE.load(Ordering::Relaxed) || new.is_null() {
+        return;
+    }
+    match sample::realloc_events(old as u64, size, sample::mean()) {
+        (0, false) => {}
+        (old, false) => event(kind::FREE, 0, old, 0, stack::Entry::default()),
+        (old, true) => event(REALLOC, old, new as u64, size as u64, at),
     }
 }
 
@@ -327,6 +338,7 @@ fn write(
     bounds: (usize, usize),
 ) -> bool {
     if k == kind::FREE {
+        sample::forget(addr);
         return st
             .producer
             .as_mut()
@@ -410,6 +422,7 @@ fn finish_alloc(
     let Some(p) = st.producer.as_mut() else {
         return false;
     };
+    sample::replaced(old, addr);
     (old == 0 || p.free(tid, time, old)) && p.alloc(tid, time, addr, size, leaf)
 }
 
@@ -456,6 +469,7 @@ fn write_pending(st: &mut State) -> bool {
             // a handler that interrupts us now only writes slots past `used`.
             let p = PENDING_AREA.with(|a| unsafe { (*a.get())[done] });
             let ok = if p.kind == kind::FREE {
+                sample::forget(p.addr);
                 st.producer
                     .as_mut()
                     .is_some_and(|q| q.free(p.tid, p.time, p.addr))

@@ -16,6 +16,10 @@ struct Local {
     tid: Cell<u32>,
     pass: Cell<u32>,
     stack: Cell<(usize, usize)>,
+    /// Sampled mode: bytes left before the next sampling point (see [`crate::sample`]).
+    until: Cell<u64>,
+    /// Sampled mode: the thread's random state (0 until the first draw).
+    rng: Cell<u64>,
 }
 
 thread_local! {
@@ -25,6 +29,8 @@ thread_local! {
             tid: Cell::new(0),
             pass: Cell::new(0),
             stack: Cell::new((0, 0)),
+            until: Cell::new(0),
+            rng: Cell::new(0),
         }
     };
 }
@@ -67,6 +73,47 @@ pub fn begin_event() -> Option<(bool, u32, (usize, usize))> {
     })
 }
 
+/// Sampled mode: counts `size` more bytes allocated on this thread and says whether they
+/// cover a sampling point (then draws the next one). Lock-free, and cheap when they do not.
+/// The interposer's own calls (pass-through) are no allocations of the program's: they
+/// neither count nor consume a point (a point they took would be recorded by no one).
+#[inline(always)]
+pub fn sampled(size: usize, mean: u64) -> bool {
+    LOCAL.with(|t| {
+        if t.pass.get() != 0 {
+            return false;
+        }
+        let size = size as u64;
+        let left = t.until.get();
+        if left > size {
+            t.until.set(left - size);
+            return false;
+        }
+        first_or_next_point(t, size, mean)
+    })
+}
+
+#[inline(never)]
+fn first_or_next_point(t: &Local, size: u64, mean: u64) -> bool {
+    let mut rng = t.rng.get();
+    if rng == 0 {
+        // The thread's first allocation: seed, draw the first point, and see again.
+        let here = &rng as *const u64 as u64;
+        rng = (crate::sys::now_ns() ^ here.rotate_left(29) ^ u64::from(tid_of(t)) << 40) | 1;
+        let first = crate::sample::draw_gap(&mut rng, mean);
+        t.rng.set(rng);
+        if first > size {
+            t.until.set(first - size);
+            return false;
+        }
+    }
+    // The process is memoryless: the next point lies a fresh gap past this block's end.
+    let gap = crate::sample::draw_gap(&mut rng, mean);
+    t.rng.set(rng);
+    t.until.set(gap);
+    true
+}
+
 /// The calling thread's id, cached after the first call.
 pub fn tid() -> u32 {
     LOCAL.with(tid_of)
@@ -82,9 +129,15 @@ pub fn inside() -> bool {
     LOCAL.with(|t| t.depth.get() != 0)
 }
 
-/// Forgets the cached id (in a fork child, whose only thread has a new id).
+/// Forgets the cached id (in a fork child, whose only thread has a new id), and the
+/// sampling state: a child that kept its parent's would sample at the very same points as
+/// the parent when both run the same code (the next allocation seeds and draws anew).
 pub fn reset_tid() {
-    LOCAL.with(|t| t.tid.set(0));
+    LOCAL.with(|t| {
+        t.tid.set(0);
+        t.rng.set(0);
+        t.until.set(0);
+    });
 }
 
 /// Runs `f` with recording off for this thread: for libc calls the interposer makes that may
@@ -112,5 +165,25 @@ fn query_stack() -> (usize, usize) {
             return (0, 0);
         }
         (addr as usize, addr as usize + size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// 10^6 allocations of 32 bytes at a mean of 64 KiB: the number sampled is
+    /// 10^6 × (1 − exp(−32/65536)) ≈ 488 within 3 standard deviations.
+    #[test]
+    fn small_allocations_are_sampled_with_the_stated_probability() {
+        let (n, s, m) = (1_000_000u64, 32usize, 65_536u64);
+        let got = std::thread::spawn(move || (0..n).filter(|_| super::sampled(s, m)).count())
+            .join()
+            .expect("thread");
+        let p = -(-(s as f64) / m as f64).exp_m1();
+        let (mu, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+        eprintln!("sampled {got}, expected {mu:.1} ± {sd:.1}");
+        assert!(
+            (got as f64 - mu).abs() <= 3.0 * sd,
+            "{got} vs {mu:.1} ± {sd:.1}"
+        );
     }
 }

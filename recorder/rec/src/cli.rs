@@ -70,6 +70,9 @@ Options:
                         through ptrace (glibc programs on x86_64, AArch64, ARMv7; needs
                         root or CAP_SYS_PTRACE where kernel.yama.ptrace_scope >= 1), from
                         now until SIGINT, --duration or its exit; it runs on afterwards
+      --heap-sample BYTES  with --heap: record a sample of the allocations, one per BYTES
+                        allocated on average (e.g. 512KiB); reports show estimates with
+                        standard errors, at a fraction of --heap's cost
       --off-cpu         also record when each thread leaves and re-enters a CPU (context
                         switches) for hostside report --off-cpu: where it waited and for how
                         long. Where the kernel allows (perf_event_paranoid <= 1, root or
@@ -161,6 +164,8 @@ pub struct Options {
     pub target: Target,
     /// Record heap allocations (`--heap`).
     pub heap: bool,
+    /// Mean bytes between sampled allocations (`--heap-sample`); `None`: every allocation.
+    pub heap_sample: Option<u64>,
     /// Sample CPU (not `--no-cpu`).
     pub cpu: bool,
     /// Record context switches and blocking stacks (`--off-cpu`).
@@ -224,6 +229,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
     let mut pid = None;
     let mut command = Vec::new();
     let mut heap = false;
+    let mut heap_sample = None;
     let mut cpu = true;
     let mut off_cpu = false;
     let mut off_cpu_stack = crate::perf::off_cpu::DEFAULT_STACK;
@@ -275,6 +281,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
                 )?)
             }
             Long("heap") => heap = true,
+            Long("heap-sample") => {
+                heap_sample = Some(crate::heap::sample::parse(
+                    &p.value().map_err(err)?.string().map_err(err)?,
+                )?)
+            }
             Long("no-cpu") => cpu = false,
             Long("off-cpu") => off_cpu = true,
             Long("no-wakeups") => wakeups = false,
@@ -370,6 +381,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
             "--off-cpu samples context switches itself: leave context-switches out of -e".into(),
         );
     }
+    crate::heap::sample::check(heap, heap_sample)?;
     if !heap && !cpu && !off_cpu && !syscalls {
         return Err(
             "--no-cpu leaves nothing to record: add --heap, --off-cpu or -e syscalls".into(),
@@ -387,6 +399,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         duration,
         target,
         heap,
+        heap_sample,
         cpu,
         off_cpu,
         off_cpu_stack,

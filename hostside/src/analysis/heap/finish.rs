@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use crate::analysis::cpu::StackAddress;
+use crate::analysis::heap::sampled::{Estimate, Sampled};
 use crate::analysis::heap::stream::{unknown_stack_frame, State};
 use crate::analysis::heap::trace_tree::TraceId;
 use crate::analysis::heap::{
@@ -27,6 +28,7 @@ impl State<'_> {
 
         // Traces that allocated, in a deterministic order (by trace id: first use).
         let mut traces = Vec::new();
+        let mut ests = Vec::new();
         let mut trace_row: HashMap<TraceId, usize> = HashMap::new();
         for (i, acc) in self.traces.iter().enumerate() {
             if !acc.used {
@@ -55,6 +57,19 @@ impl State<'_> {
             } else {
                 acc.live_bytes
             };
+            let mut acc = *acc;
+            if self.weights.is_some() {
+                // The samples' counts give way to the estimates (bytes are weighed already).
+                acc.allocations = acc.est.allocations.round() as u64;
+                acc.temporary = acc.est.temporary.round() as u64;
+                acc.live_count = acc.est.live.round() as u64;
+                if suppressed {
+                    acc.est.live = 0.0;
+                    acc.est.live_var = 0.0;
+                    acc.est.live_bytes_var = 0.0;
+                }
+            }
+            ests.push(acc.est);
             let (leaked_bytes, leaked_allocations) = if suppressed {
                 let t = &mut self.totals;
                 t.suppressed_leaked_bytes =
@@ -102,8 +117,29 @@ impl State<'_> {
                     o.sort_unstable();
                     o
                 },
+                stderr: None,
             })
             .collect();
+        let mut site_est = vec![Estimate::default(); sites.len()];
+        let mut total_est = Estimate::default();
+        for (tr, e) in traces.iter().zip(&ests) {
+            site_est[tr.site].add(e);
+            total_est.add(e);
+        }
+        let sampled = self.weights.map(|w| {
+            for (s, e) in sites.iter_mut().zip(&site_est) {
+                s.stderr = Some(e.stderr());
+            }
+            let samples = self.totals.allocations;
+            let t = &mut self.totals;
+            t.allocations = total_est.allocations.round() as u64;
+            t.temporary = total_est.temporary.round() as u64;
+            Sampled {
+                mean_bytes: w.mean as u64,
+                samples,
+                totals: total_est.stderr(),
+            }
+        });
         for (i, tr) in traces.iter().enumerate() {
             let s = &mut sites[tr.site];
             s.counts.allocations += tr.counts.allocations;
@@ -202,6 +238,7 @@ impl State<'_> {
             anomalies,
             frees_outside: self.frees_outside,
             events,
+            sampled,
         }
     }
 

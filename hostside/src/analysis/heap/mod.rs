@@ -37,6 +37,7 @@ pub mod finish;
 pub mod live;
 pub mod profile;
 pub mod rules;
+pub mod sampled;
 pub mod slices;
 pub mod stream;
 pub mod timeline;
@@ -108,6 +109,9 @@ pub struct HeapOptions {
     /// Also cut the allocations in these time slices ([`HeapProfile::slices`]), for views
     /// that select a time range afterwards.
     pub slices: Option<slices::SliceGrid>,
+    /// The recording's `heap_sample_bytes` (0: exact): a sampled recording's counts are
+    /// estimates ([`sampled`]).
+    pub sample_mean: u64,
 }
 
 impl Default for HeapOptions {
@@ -118,6 +122,7 @@ impl Default for HeapOptions {
             window: Window::default(),
             events: EventSampling::OFF,
             slices: None,
+            sample_mean: 0,
         }
     }
 }

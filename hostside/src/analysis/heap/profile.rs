@@ -5,6 +5,7 @@ use crossprof_heap_wire::cut_short;
 
 use crate::analysis::cpu::StackAddress;
 use crate::analysis::heap::events::HeapEvents;
+use crate::analysis::heap::sampled::{Sampled, StdErrors};
 use crate::analysis::heap::timeline::Bucket;
 use crate::analysis::heap::trace_tree::TreeAnomalies;
 use crate::frames::{FrameId, FrameTable};
@@ -94,6 +95,8 @@ pub struct SiteRow {
     /// of the allocator calls it groups, sorted, so that a site can still be told apart from
     /// the other calls of its function and matched with a tool that lists addresses.
     pub call_offsets: Vec<u64>,
+    /// In a sampled recording: the standard errors of `counts` (see [`crate::analysis::heap::sampled`]).
+    pub stderr: Option<StdErrors>,
 }
 
 /// One of the largest single allocations.
@@ -211,6 +214,9 @@ pub struct HeapProfile {
     /// Allocations and frees at their times, when the analysis was asked for them
     /// ([`crate::analysis::heap::HeapOptions::events`]).
     pub events: Option<HeapEvents>,
+    /// Set when the recording was sampled (`rec --heap-sample`): every count and byte
+    /// figure is then an estimate ([`crate::analysis::heap::sampled`]).
+    pub sampled: Option<Sampled>,
 }
 
 /// A number read off a site's counts.

@@ -11,6 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::heap::events::EventLog;
 use crate::analysis::heap::rules::{Block, SpaceHeap};
+use crate::analysis::heap::sampled::{Estimate, Weights};
 use crate::analysis::heap::slices::SliceLog;
 use crate::analysis::heap::timeline::Timeline;
 use crate::analysis::heap::trace_tree::{TraceId, TraceTree, EMPTY_TRACE};
@@ -34,6 +35,8 @@ pub(super) struct TraceAcc {
     /// Live bytes at the global peak, valid when `epoch` is the current peak epoch.
     pub(super) snap: u64,
     pub(super) epoch: u64,
+    /// Estimates of a sampled recording (untouched otherwise).
+    pub(super) est: Estimate,
 }
 
 pub(super) struct SiteAcc {
@@ -91,6 +94,8 @@ pub(super) struct State<'a> {
     pub(super) log: Option<EventLog>,
     /// Allocations by time slice, when asked for.
     pub(super) slices: Option<SliceLog>,
+    /// How recorded allocations are weighed, in a sampled recording (`None`: exact).
+    pub(super) weights: Option<Weights>,
 }
 
 impl<'a> State<'a> {
@@ -130,6 +135,7 @@ impl<'a> State<'a> {
             frees_outside: 0,
             log: EventLog::new(opts.events),
             slices: opts.slices.map(SliceLog::new),
+            weights: Weights::of(opts.sample_mean),
         }
     }
 }
@@ -269,11 +275,16 @@ impl State<'_> {
         }
     }
 
+    /// The bytes a recorded block of `size` bytes stands for: itself, unless sampled.
+    fn weighed(&self, size: u64) -> u64 {
+        self.weights.map_or(size, |w| w.bytes(size))
+    }
+
     fn alloc(
         &mut self,
         space: SpaceKey,
         addr: u64,
-        size: u64,
+        real: u64,
         trace: TraceId,
         time: u64,
         carried: bool,
@@ -289,7 +300,8 @@ impl State<'_> {
             acc.pid = space.0;
         }
         self.before_change(trace);
-        let block = Block { size, trace };
+        let block = Block { size: real, trace };
+        let size = self.weighed(real);
         let heap = self.heap_of(space);
         let replaced = if carried {
             heap.carry(addr, block)
@@ -303,8 +315,12 @@ impl State<'_> {
         if let (Some(log), false) = (&mut self.log, carried) {
             log.alloc(space, addr, size, trace, time);
         }
+        let weights = self.weights;
         let acc = self.trace_acc(trace);
         if !carried {
+            if let Some(w) = &weights {
+                acc.est.alloc(w, real);
+            }
             acc.allocations += 1;
             acc.allocated = acc.allocated.saturating_add(size);
         }
@@ -334,9 +350,9 @@ impl State<'_> {
             self.seq += 1;
             // Most allocations are smaller than the smallest kept: skip the heap for them.
             let full = self.largest.len() >= self.opts.largest;
-            if !full || self.largest.peek().is_some_and(|m| size > m.0 .0) {
+            if !full || self.largest.peek().is_some_and(|m| real > m.0 .0) {
                 self.largest
-                    .push(Reverse((size, Reverse(self.seq), time, space.0, trace)));
+                    .push(Reverse((real, Reverse(self.seq), time, space.0, trace)));
                 if full {
                     self.largest.pop();
                 }
@@ -383,15 +399,20 @@ impl State<'_> {
             }
             return;
         };
-        let Block { size, trace } = freed.block;
+        let Block { size: real, trace } = freed.block;
+        let size = self.weighed(real);
         if let Some(log) = &mut self.log {
             log.free(space, addr, time);
         }
         if let Some(cells) = &mut self.slices {
-            cells.free(space, addr, (size, trace), time, freed.temporary);
+            cells.free(space, addr, (real, trace), time, freed.temporary);
         }
         self.before_change(trace);
+        let weights = self.weights;
         let acc = self.trace_acc(trace);
+        if let Some(w) = &weights {
+            acc.est.free(w, real, freed.temporary);
+        }
         acc.live_bytes = acc.live_bytes.saturating_sub(size);
         acc.live_count = acc.live_count.saturating_sub(1);
         if freed.temporary {

@@ -53,6 +53,10 @@ pub struct Header {
     pub segment: u32,
     /// When this segment began, on `clock` (0 in segment 0: `start_clock_ns`).
     pub segment_start_ns: u64,
+    /// `rec --heap-sample`: the mean bytes between sampled allocations (0: every allocation
+    /// was recorded, and in files written before it existed). A sampled allocation of `s`
+    /// bytes was recorded with probability `1 - exp(-s / heap_sample_bytes)`.
+    pub heap_sample_bytes: u64,
 }
 
 impl Header {
@@ -76,6 +80,7 @@ impl Header {
         e.str(&self.off_cpu);
         e.u64(self.segment.into());
         e.u64(self.segment_start_ns);
+        e.u64(self.heap_sample_bytes);
     }
 
     pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
@@ -105,6 +110,9 @@ impl Header {
         if d.remaining() > 0 {
             h.segment = d.u32()?;
             h.segment_start_ns = d.u64()?;
+        }
+        if d.remaining() > 0 {
+            h.heap_sample_bytes = d.u64()?;
         }
         Ok(h)
     }

@@ -11,6 +11,7 @@ pub(crate) fn one_of_each() -> Vec<Record> {
             command: vec!["./app".into(), "x".into()],
             segment: 3,
             segment_start_ns: 77,
+            heap_sample_bytes: 524_288,
             ..Default::default()
         }),
         Record::Comm(Comm {

@@ -40,6 +40,9 @@ use core::sync::atomic::{AtomicU32, AtomicU64};
 pub const ENV_SOCKET: &str = "CROSSPROF_HEAP_SOCKET";
 /// Environment variable holding `rec`'s pid, so a producer can tell a slow `rec` from a dead one.
 pub const ENV_REC_PID: &str = "CROSSPROF_REC_PID";
+/// Environment variable holding the mean bytes between samples of `rec --heap-sample`
+/// (absent: every allocation is recorded).
+pub const ENV_SAMPLE: &str = "CROSSPROF_HEAP_SAMPLE";
 
 /// First word of the ring header and of the hello message.
 pub const MAGIC: u64 = 0x3270_6165_6870_7863; // "cxphea" + version digit 2

@@ -22,6 +22,7 @@ pub mod carry;
 pub mod endpoint;
 pub mod preload;
 pub mod ring;
+pub mod sample;
 
 use std::collections::{HashMap, HashSet};
 

@@ -86,21 +86,29 @@ pub fn has_interp(elf: &[u8]) -> Option<bool> {
 }
 
 /// The environment additions for the launched program: LD_PRELOAD with the interposer first
-/// (any existing entries kept after it), the socket name and rec's pid.
-pub fn environment(lib: &Path, socket: &str) -> Vec<(OsString, OsString)> {
+/// (any existing entries kept after it), the socket name and rec's pid, and the mean bytes
+/// between samples of `--heap-sample`.
+pub fn environment(lib: &Path, socket: &str, sample: Option<u64>) -> Vec<(OsString, OsString)> {
     let mut preload = OsString::from(lib.as_os_str());
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(" ");
         preload.push(old);
     }
-    vec![
+    let mut env = vec![
         ("LD_PRELOAD".into(), preload),
         (crossprof_heap_wire::ENV_SOCKET.into(), socket.into()),
         (
             crossprof_heap_wire::ENV_REC_PID.into(),
             std::process::id().to_string().into(),
         ),
-    ]
+    ];
+    if let Some(bytes) = sample {
+        env.push((
+            crossprof_heap_wire::ENV_SAMPLE.into(),
+            bytes.to_string().into(),
+        ));
+    }
+    env
 }
 
 #[cfg(test)]
@@ -120,7 +128,7 @@ mod tests {
 
     #[test]
     fn existing_preloads_are_kept() {
-        let env = environment(Path::new("/x/libcrossprof_heap.so"), "sock");
+        let env = environment(Path::new("/x/libcrossprof_heap.so"), "sock", None);
         assert!(env[0]
             .1
             .to_string_lossy()

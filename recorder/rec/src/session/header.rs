@@ -52,6 +52,7 @@ pub(super) fn header(opts: &Options, kernel: bool, events: &Events) -> Header {
             (true, false) => "approximate",
         }
         .into(),
+        heap_sample_bytes: opts.heap_sample.unwrap_or(0),
         // Segment 0; later segments of `--max-size` number themselves.
         ..Default::default()
     }

@@ -92,7 +92,9 @@ fn open_target(
     Ok(match &opts.target {
         Target::Launch(cmd) => {
             let env = match &heap {
-                Some((h, lib)) => heap::preload::environment(lib, h.socket_name()),
+                Some((h, lib)) => {
+                    heap::preload::environment(lib, h.socket_name(), opts.heap_sample)
+                }
                 None => Vec::new(),
             };
             let child = launch::spawn(cmd, &env)?;

@@ -1,0 +1,290 @@
+//! Sampled mode (`rec --heap-sample BYTES`): which allocations are recorded, and which frees.
+//!
+//! Allocations are sampled per byte, as heapprofd and tcmalloc do: sampling points form a
+//! Poisson process over the bytes each thread allocates (the gaps between points are drawn
+//! from an exponential distribution with mean BYTES), and an allocation that covers a point
+//! is recorded with its stack. An allocation of `s` bytes is so recorded with probability
+//! `1 - exp(-s/BYTES)`, whatever came before it, which is all the host needs to weigh it (the
+//! recording's header carries BYTES). The gap counter is thread-local ([`crate::thread`]):
+//! an unsampled allocation costs one thread-local access and a subtraction, no lock, no
+//! unwind, no ring write.
+//!
+//! Only frees of recorded blocks are recorded. The sampled live blocks are kept in an
+//! open-addressing set ([`Set`]) in the interposer's own arena: it changes only on the event
+//! path, under the interposer's lock, and every free looks its address up without a lock
+//! (a sequence counter tells a reader that a change overlapped its look-up, and it looks
+//! again). A miss (almost every free) reads one or two slots.
+//!
+//! Limits: a block allocated in a signal handler that interrupted the event path and freed
+//! before that event finished has its free missed (the set learns of the block only when
+//! the parked event is written); a block whose address another thread gets back from the
+//! allocator between a `realloc` returning and the set forgetting the old block may have
+//! its free recorded once more (the host ignores frees of unknown blocks).
+
+use alloc::boxed::Box;
+use core::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
+
+/// Not read from the environment yet.
+const UNKNOWN: u64 = u64::MAX;
+/// Mean bytes between samples; 0: every allocation is recorded.
+static MEAN: AtomicU64 = AtomicU64::new(UNKNOWN);
+
+/// The mean bytes between samples, or 0 when every allocation is recorded. Read from the
+/// environment on first use (which may come before the load-time initializer).
+#[inline(always)]
+pub fn mean() -> u64 {
+    match MEAN.load(Ordering::Relaxed) {
+        UNKNOWN => read_mean(),
+        m => m,
+    }
+}
+
+#[cold]
+fn read_mean() -> u64 {
+    let m = crate::sys::env(crossprof_heap_wire::ENV_SAMPLE)
+        .and_then(|v| core::str::from_utf8(v).ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    MEAN.store(m, Ordering::Relaxed);
+    m
+}
+
+/// The next gap between sampling points, in bytes (at least 1), drawn with `rng`
+/// (xorshift64* state, not 0).
+pub fn draw_gap(rng: &mut u64, mean: u64) -> u64 {
+    let mut x = *rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *rng = x;
+    let bits = x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
+    // Uniform in (0, 1].
+    let u = (bits as f64 + 1.0) * (1.0 / (1u64 << 53) as f64);
+    // Rounded up: an allocation of `s` bytes covers the point when the gap is at most `s`,
+    // exactly when the continuous gap is (so it is sampled with 1 - exp(-s/mean)).
+    let gap = (-u.ln() * mean as f64).ceil();
+    if gap < 1.0 {
+        1
+    } else if gap > 1e18 {
+        1_000_000_000_000_000_000
+    } else {
+        gap as u64
+    }
+}
+
+/// A successful `realloc(old, size)` in sampled mode: the old block's address if it was
+/// sampled (else 0; its free is recorded), and whether the new block is sampled. In exact
+/// mode: `old` and true.
+pub fn realloc_events(old: u64, size: usize, mean: u64) -> (u64, bool) {
+    if mean == 0 {
+        return (old, true);
+    }
+    let old = if old != 0 && contains(old) { old } else { 0 };
+    (old, crate::thread::sampled(size, mean))
+}
+
+// ---- the set of sampled live blocks ------------------------------------------------------
+
+/// A linear-probing table of addresses (0: empty), deleted from by shifting back (no
+/// tombstones, so a miss stops at the first empty slot).
+struct Set {
+    slots: Box<[AtomicU64]>,
+    /// 64 - log2(slots.len()).
+    shift: u32,
+    len: usize,
+}
+
+/// Changes to the set: odd while one is under way.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+/// The current table (null until the first sampled block). Tables it replaced are never
+/// freed (a reader may still be probing one; they add up to less than the current one).
+static TABLE: AtomicPtr<Set> = AtomicPtr::new(core::ptr::null_mut());
+
+const FIRST_BITS: u32 = 12;
+
+fn home(addr: u64, shift: u32) -> usize {
+    ((addr >> 3).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+}
+
+impl Set {
+    fn new(bits: u32) -> Set {
+        Set {
+            slots: (0..1usize << bits).map(|_| AtomicU64::new(0)).collect(),
+            shift: 64 - bits,
+            len: 0,
+        }
+    }
+
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    fn find(&self, addr: u64) -> Option<usize> {
+        let mut i = home(addr, self.shift);
+        loop {
+            match self.slots[i].load(Ordering::Relaxed) {
+                0 => return None,
+                a if a == addr => return Some(i),
+                _ => i = (i + 1) & self.mask(),
+            }
+        }
+    }
+
+    fn insert(&mut self, addr: u64) {
+        let mut i = home(addr, self.shift);
+        loop {
+            match self.slots[i].load(Ordering::Relaxed) {
+                0 => {
+                    self.slots[i].store(addr, Ordering::Relaxed);
+                    self.len += 1;
+                    return;
+                }
+                a if a == addr => return,
+                _ => i = (i + 1) & self.mask(),
+            }
+        }
+    }
+
+    fn remove(&mut self, addr: u64) {
+        let Some(mut i) = self.find(addr) else {
+            return;
+        };
+        self.len -= 1;
+        let mask = self.mask();
+        // Knuth's algorithm R: move later entries of the run back over the hole.
+        loop {
+            self.slots[i].store(0, Ordering::Relaxed);
+            let mut j = i;
+            loop {
+                j = (j + 1) & mask;
+                let a = self.slots[j].load(Ordering::Relaxed);
+                if a == 0 {
+                    return;
+                }
+                let k = home(a, self.shift);
+                let stays = if i <= j {
+                    i < k && k <= j
+                } else {
+                    i < k || k <= j
+                };
+                if !stays {
+                    self.slots[i].store(a, Ordering::Relaxed);
+                    i = j;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Whether `addr` is a sampled live block. Lock-free; if a change keeps overlapping the
+/// look-up (a writer interrupted by a signal handler on this very thread), answers yes:
+/// a free recorded too many is ignored by the host, one missed would look like a leak.
+#[inline]
+pub fn contains(addr: u64) -> bool {
+    for _ in 0..1000 {
+        let s1 = SEQ.load(Ordering::Acquire);
+        if s1 & 1 == 0 {
+            let t = TABLE.load(Ordering::Acquire);
+            // SAFETY: tables are never freed while the process runs.
+            let found = !t.is_null() && unsafe { &*t }.find(addr).is_some();
+            fence(Ordering::Acquire);
+            if SEQ.load(Ordering::Relaxed) == s1 {
+                return found;
+            }
+        }
+        core::hint::spin_loop();
+    }
+    true
+}
+
+/// Runs a change of the set as one write section.
+fn change(f: impl FnOnce(&mut Set)) {
+    let s = SEQ.load(Ordering::Relaxed);
+    SEQ.store(s + 1, Ordering::Relaxed);
+    fence(Ordering::Release);
+    let mut t = TABLE.load(Ordering::Relaxed);
+    if t.is_null() {
+        t = Box::into_raw(Box::new(Set::new(FIRST_BITS)));
+        TABLE.store(t, Ordering::Release);
+    }
+    // SAFETY: only writers (serialized by the caller's lock) touch the table mutably;
+    // readers use atomic loads and discard what they read during the section.
+    f(unsafe { &mut *t });
+    SEQ.store(s + 2, Ordering::Release);
+}
+
+/// Remembers a sampled block. Only under the interposer's lock (or as the only thread).
+pub fn remember(addr: u64) {
+    change(|set| {
+        set.insert(addr);
+        if set.len * 4 > set.slots.len() {
+            grow(set);
+        }
+    });
+}
+
+/// Forgets a block that was freed. Only under the interposer's lock (or as the only thread).
+pub fn forget(addr: u64) {
+    if !TABLE.load(Ordering::Relaxed).is_null() {
+        change(|set| set.remove(addr));
+    }
+}
+
+/// A sampled allocation at `addr` was written (with the free of `old` before it, when not
+/// 0): the set learns both. Nothing in exact mode. Under the interposer's lock.
+pub fn replaced(old: u64, addr: u64) {
+    if mean() != 0 {
+        if old != 0 {
+            forget(old);
+        }
+        remember(addr);
+    }
+}
+
+/// Replaces the table by one four times as large (inside a write section).
+fn grow(old: &mut Set) {
+    let bits = 64 - old.shift + 2;
+    let mut new = Set::new(bits);
+    for s in old.slots.iter() {
+        let a = s.load(Ordering::Relaxed);
+        if a != 0 {
+            new.insert(a);
+        }
+    }
+    // The old table is left allocated on purpose (see TABLE).
+    TABLE.store(Box::into_raw(Box::new(new)), Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn set_inserts_finds_and_removes_across_runs() {
+        let mut s = Set::new(4);
+        let keys: Vec<u64> = (1..12).map(|k| k * 0x10_0000).collect();
+        for &k in &keys {
+            s.insert(k);
+        }
+        for &k in &keys {
+            assert!(s.find(k).is_some());
+        }
+        for &k in keys.iter().step_by(2) {
+            s.remove(k);
+        }
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(s.find(k).is_some(), i % 2 == 1, "{k:#x}");
+        }
+        assert_eq!(s.len, 5);
+    }
+
+    #[test]
+    fn gaps_average_the_mean() {
+        let mut rng = 0x1234_5678_9abc_def1;
+        let n = 200_000;
+        let sum: u64 = (0..n).map(|_| draw_gap(&mut rng, 1000)).sum();
+        let avg = sum as f64 / n as f64;
+        assert!((avg - 1000.0).abs() < 10.0, "{avg}");
+    }
+}
