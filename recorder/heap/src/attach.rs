@@ -73,7 +73,7 @@ pub unsafe extern "C" fn crossprof_heap_attach(socket: *const c_char, rec_pid: u
         REC_PID_LEN.store(n, Ordering::Release);
     }
     SOCKET_LEN.store(name.len(), Ordering::Release);
-    if !crate::record::attach() {
+    if !start() {
         return -1;
     }
     crate::got::patch_all() as i64
@@ -84,6 +84,24 @@ pub unsafe extern "C" fn crossprof_heap_attach(socket: *const c_char, rec_pid: u
 #[no_mangle]
 pub extern "C" fn crossprof_heap_detach() -> i64 {
     let n = crate::got::restore_all();
-    crate::record::detach();
+    stop_recording();
     n as i64
+}
+
+/// Starts recording in a running process this library was loaded into (`rec --heap -p`,
+/// see [`crate::attach`]): [`crate::record::init`] now that the socket is known. Whether the ring is
+/// connected (a failed connect turns recording off).
+fn start() -> bool {
+    crate::record::ACTIVE.store(true, Ordering::Release);
+    crate::record::init();
+    crate::record::active()
+}
+
+/// Stops recording (rec detaches from an attached process): later calls only forward.
+fn stop_recording() {
+    use crate::record::{state, stop, LOCK};
+    LOCK.lock(crate::thread::tid());
+    // SAFETY: LOCK is held.
+    stop(unsafe { state() });
+    LOCK.unlock();
 }

@@ -29,8 +29,8 @@ use crate::trie::Trie;
 use crate::{sample, sys, thread};
 
 /// Off once we know nothing is listening (or rec is gone); then hooks only forward.
-static ACTIVE: AtomicBool = AtomicBool::new(true);
-static LOCK: Lock = Lock::new();
+pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(true);
+pub(crate) static LOCK: Lock = Lock::new();
 /// An address outside every known module was seen: rebuild the module list.
 static RESCAN: AtomicBool = AtomicBool::new(false);
 static LAST_RESCAN: AtomicU64 = AtomicU64::new(0);
@@ -38,7 +38,7 @@ static LAST_RESCAN: AtomicU64 = AtomicU64::new(0);
 static HAVE_MODULES: AtomicBool = AtomicBool::new(false);
 static FORK_LOCKED: AtomicBool = AtomicBool::new(false);
 
-struct State {
+pub(crate) struct State {
     producer: Option<Producer>,
     /// Connecting failed for good.
     off: bool,
@@ -69,7 +69,7 @@ static STATE: Global = Global(UnsafeCell::new(State {
 /// # Safety
 /// The caller holds LOCK (or is the only thread).
 #[allow(clippy::mut_from_ref)]
-unsafe fn state() -> &'static mut State {
+pub(crate) unsafe fn state() -> &'static mut State {
     // SAFETY: per the function's contract.
     unsafe { &mut *STATE.0.get() }
 }
@@ -157,23 +157,6 @@ pub fn init() {
     if st.producer.is_none() {
         connect(st);
     }
-    LOCK.unlock();
-}
-
-/// Starts recording in a running process this library was loaded into (`rec --heap -p`,
-/// see [`crate::attach`]): [`init`] now that the socket is known. Whether the ring is
-/// connected (a failed connect turns recording off).
-pub fn attach() -> bool {
-    ACTIVE.store(true, Ordering::Release);
-    init();
-    active()
-}
-
-/// Stops recording (rec detaches from an attached process): later calls only forward.
-pub fn detach() {
-    LOCK.lock(thread::tid());
-    // SAFETY: LOCK is held.
-    stop(unsafe { state() });
     LOCK.unlock();
 }
 
@@ -442,7 +425,7 @@ fn connect(st: &mut State) -> bool {
     }
 }
 
-fn stop(st: &mut State) {
+pub(crate) fn stop(st: &mut State) {
     st.off = true;
     st.producer = None;
     ACTIVE.store(false, Ordering::Release);
