@@ -15,11 +15,12 @@ set -euo pipefail
 # valgrind's callgrind_annotate reads the Callgrind export back; hotspot (its perfparser,
 # headless, and the GUI on xvfb's virtual display, pictured by python3) reads the perf.data
 # export. strace -c -f and rt-tests' cyclictest are the peers of the system-call and
-# scheduling-latency reports.
+# scheduling-latency reports. gdb is what `heaptrack -p` attaches with, the peer of
+# `rec --heap -p`.
 pkgs=(gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
     gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
     qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod iproute2 nodejs
-    linux-perf valgrind hotspot xvfb python3 strace rt-tests)
+    linux-perf valgrind hotspot xvfb python3 strace rt-tests gdb)
 [ "${CROSSPROF_BENCH:-0}" = 1 ] && pkgs+=(hyperfine)
 # shellcheck source=lib/apt.sh
 . "$(dirname "$0")/lib/apt.sh"
