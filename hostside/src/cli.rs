@@ -283,7 +283,7 @@ pub enum Command {
     /// samples changed both in absolute cost and as a share of its recording, by exact
     /// conditional binomial tests (Poisson counts, the larger p-value of the two), with the
     /// Benjamini-Hochberg correction at a 1% false-discovery rate across all rows, when the
-    /// change is at least 1% of the longer recording's cost (smaller ones are where the
+    /// change is at least 3% of the longer recording's cost (smaller ones are where the
     /// kernel's interrupts and scheduling come and go in bursts). Samples
     /// are treated as independent (they are not quite: a long call gives many samples), so
     /// compare recordings of the same work or of like windows. With `--off-cpu`,

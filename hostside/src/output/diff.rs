@@ -19,7 +19,7 @@ pub const CPU_STATISTIC: &str = "a row is significant when its self samples chan
     sampling noise both in absolute cost (samples at each side's samples per ns) and as a \
     share of its recording: exact conditional binomial tests (Poisson counts), the larger \
     p-value of the two, Benjamini-Hochberg at a 1% false-discovery rate across all rows, and \
-    only when the change is at least 1% of the longer recording's cost; samples are treated \
+    only when the change is at least 3% of the longer recording's cost; samples are treated \
     as independent, so compare recordings of the same work or of like \
     windows";
 

@@ -129,14 +129,21 @@ mod tests {
         Record::Header(old.clone()).encode(&mut buf);
         let mut d = Dec::new(&buf[1..]);
         let payload = d.bytes().unwrap();
-        // An empty list and an empty string, then segment 0 and its start 0.
-        let cut = &payload[..payload.len() - 4];
+        // An empty list and an empty string, then segment 0, its start 0 and the heap
+        // sampling mean 0 (appended in that order).
+        let cut = &payload[..payload.len() - 5];
         assert_eq!(
             Record::decode(tag::HEADER, cut).unwrap(),
             Record::Header(old.clone())
         );
         // Written before segments existed: ends at `off_cpu`.
-        let cut = &payload[..payload.len() - 2];
+        let cut = &payload[..payload.len() - 3];
+        assert_eq!(
+            Record::decode(tag::HEADER, cut).unwrap(),
+            Record::Header(old.clone())
+        );
+        // Written before sampled heap recordings: ends at the segment's start.
+        let cut = &payload[..payload.len() - 1];
         assert_eq!(
             Record::decode(tag::HEADER, cut).unwrap(),
             Record::Header(old)
