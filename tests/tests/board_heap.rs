@@ -10,8 +10,7 @@
 //! so the in-process unwinder cannot step out of it and the site rests on the hook's own
 //! return address (see `crossprof-heap`'s `stack` module).
 
-use std::path::PathBuf;
-
+use crossprof_tests::board_heap::interposer_files;
 use crossprof_tests::boards::{boot, Board, BoardProgram, Sysroot};
 use crossprof_tests::*;
 use serde_json::Value;
@@ -20,43 +19,6 @@ use serde_json::Value;
 /// microseconds, so a tenth of a million keeps a boot well under half a minute. `churn`'s
 /// numbers scale exactly with it; `leak_some` and `grow` are fixed by the program.
 const CHURN: u64 = 100_000;
-
-/// The interposer built for the board's glibc userland, from `dist/<triple>/gnu/`.
-fn board_heap_lib(board: Board) -> PathBuf {
-    let dist = std::env::var_os("CROSSPROF_DIST")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("dist"));
-    let p = dist.join(board.triple()).join("gnu/libcrossprof_heap.so");
-    assert!(
-        p.exists(),
-        "{} is missing: run targets/dist.sh {}",
-        p.display(),
-        board.triple()
-    );
-    p
-}
-
-/// The interposer (next to `/rec`, where rec looks first) and the C libraries it links
-/// besides libc (glibc ≥ 2.34 keeps them as stubs; the interposer is linked for 2.17), and
-/// libgcc_s, which ARM code built with `-funwind-tables` needs for its personality routines.
-fn interposer_files(board: Board) -> Vec<(String, Vec<u8>, u32)> {
-    let read =
-        |p: &std::path::Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let lib = std::path::Path::new("/usr").join(board.gnu()).join("lib");
-    let mut files = vec![(
-        "/libcrossprof_heap.so".to_string(),
-        read(&board_heap_lib(board)),
-        0o755,
-    )];
-    for name in ["libpthread.so.0", "libdl.so.2", "libgcc_s.so.1"] {
-        files.push((
-            format!("/lib/{}/{name}", board.gnu()),
-            read(&lib.join(name)),
-            0o755,
-        ));
-    }
-    files
-}
 
 fn heap_job(out: &str, p: &BoardProgram, extra: &[&str]) -> Vec<String> {
     let churn = CHURN.to_string();

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use crossprof_tests::board_heap::interposer_files;
 use crossprof_tests::boards::{boot, Board, Sysroot};
 use crossprof_tests::*;
 use serde_json::Value;
@@ -161,29 +162,6 @@ fn attached_during_phase_two_on_x86_64_like_heaptrack() {
         theirs, ours,
         "heaptrack -p (left) and rec --heap -p per site"
     );
-}
-
-/// The interposer for the board's glibc, next to `/rec` where rec looks first, and the C
-/// libraries it links besides libc.
-fn interposer_files(board: Board) -> Vec<(String, Vec<u8>, u32)> {
-    let dist = std::env::var_os("CROSSPROF_DIST")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root().join("dist"));
-    let read = |p: &Path| std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    let lib = Path::new("/usr").join(board.gnu()).join("lib");
-    let mut files = vec![(
-        "/libcrossprof_heap.so".to_string(),
-        read(&dist.join(board.triple()).join("gnu/libcrossprof_heap.so")),
-        0o755,
-    )];
-    for name in ["libpthread.so.0", "libdl.so.2", "libgcc_s.so.1"] {
-        files.push((
-            format!("/lib/{}/{name}", board.gnu()),
-            read(&lib.join(name)),
-            0o755,
-        ));
-    }
-    files
 }
 
 fn on_board(board: Board, tag: &str) {

@@ -29,14 +29,20 @@ use crate::disk::Disk;
 /// snapshot each with samples after them.
 pub const MIN_MAX_SIZE: u64 = 64 << 10;
 
-/// Parses a size: bytes, or a number with `K`, `M`, `G` (powers of 1000) or `KiB`, `MiB`,
-/// `GiB` (powers of 1024), as `hostside report --fail-on-leak` takes them.
+/// Parses `--max-size`'s value (see [`parse_bytes`]), at least [`MIN_MAX_SIZE`].
 pub fn parse_size(s: &str) -> Result<u64, String> {
+    parse_bytes("--max-size", s, MIN_MAX_SIZE, "64KiB")
+}
+
+/// Parses `flag`'s value `s`: bytes, or a number with `K`, `M`, `G` (powers of 1000) or
+/// `KiB`, `MiB`, `GiB` (powers of 1024), as `hostside report --fail-on-leak` takes them; at
+/// least `min` (said as `min_text`).
+pub fn parse_bytes(flag: &str, s: &str, min: u64, min_text: &str) -> Result<u64, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("--max-size {s}: give a number of bytes, e.g. 10M or 512KiB"))?;
+        .map_err(|_| format!("{flag} {s}: give a number of bytes, e.g. 10M or 512KiB"))?;
     let mult: u64 = match unit {
         "" => 1,
         "K" | "k" | "KB" | "kB" => 1000,
@@ -47,15 +53,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "GiB" => 1 << 30,
         _ => {
             return Err(format!(
-                "--max-size {s}: unknown unit {unit:?} (K, M, G, KiB, MiB, GiB)"
+                "{flag} {s}: unknown unit {unit:?} (K, M, G, KiB, MiB, GiB)"
             ))
         }
     };
     let bytes = n
         .checked_mul(mult)
-        .ok_or_else(|| format!("--max-size {s}: too large"))?;
-    if bytes < MIN_MAX_SIZE {
-        return Err(format!("--max-size {s}: at least 64KiB"));
+        .ok_or_else(|| format!("{flag} {s}: too large"))?;
+    if bytes < min {
+        return Err(format!("{flag} {s}: at least {min_text}"));
     }
     Ok(bytes)
 }

@@ -6,35 +6,9 @@
 pub const MIN_MEAN: u64 = 16;
 
 /// Parses `--heap-sample`'s value: bytes with an optional unit, the units `--max-size`
-/// takes (`512KiB`, `1M`; K, M, G are powers of 1000, KiB, MiB, GiB of 1024). Not
-/// `segments::parse_size` itself: that one insists on `--max-size`'s minimum.
+/// takes (`512KiB`, `1M`), at least [`MIN_MEAN`].
 pub fn parse(s: &str) -> Result<u64, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("--heap-sample {s}: give a number of bytes, e.g. 512KiB"))?;
-    let mult: u64 = match unit {
-        "" => 1,
-        "K" | "k" | "KB" | "kB" => 1000,
-        "M" | "MB" => 1000 * 1000,
-        "G" | "GB" => 1000 * 1000 * 1000,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        _ => {
-            return Err(format!(
-                "--heap-sample {s}: unknown unit {unit:?} (K, M, G, KiB, MiB, GiB)"
-            ))
-        }
-    };
-    let bytes = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("--heap-sample {s}: too large"))?;
-    if bytes < MIN_MEAN {
-        return Err(format!("--heap-sample {s}: at least {MIN_MEAN} bytes"));
-    }
-    Ok(bytes)
+    crate::segments::parse_bytes("--heap-sample", s, MIN_MEAN, "16 bytes")
 }
 
 /// `--heap-sample` only means something with `--heap`.

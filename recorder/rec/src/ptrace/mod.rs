@@ -134,26 +134,9 @@ fn wait_stop(tid: u32) -> bool {
 /// The user registers of a stopped thread, as a stack-copy sample carries them: one value per
 /// set bit of the architecture's perf register mask ([`PerfRegs::user_mask`]), in bit order.
 pub fn perf_regs(tid: u32) -> io::Result<(u64, Vec<u64>)> {
-    let mut words = [0usize; 64];
-    let mut iov = libc::iovec {
-        iov_base: words.as_mut_ptr().cast(),
-        iov_len: std::mem::size_of_val(&words),
-    };
-    /// `NT_PRSTATUS` from elf.h: the general-purpose registers' regset.
-    const NT_PRSTATUS: usize = 1;
-    // SAFETY: PTRACE_GETREGSET writes at most iov_len bytes into `words` and updates iov_len.
-    let r = unsafe {
-        libc::ptrace(
-            libc::PTRACE_GETREGSET,
-            tid as libc::pid_t,
-            NT_PRSTATUS,
-            &mut iov as *mut libc::iovec,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let got = iov.iov_len / std::mem::size_of::<usize>();
+    let regs = remote::get_regs(tid)?;
+    let words = regs.words;
+    let got = regs.len / std::mem::size_of::<usize>();
     let Some(arch) = Arch::NATIVE else {
         return Err(io::Error::other(
             "registers of this architecture are unknown",

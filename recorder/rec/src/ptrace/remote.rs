@@ -12,15 +12,18 @@ use std::time::{Duration, Instant};
 
 /// The general-purpose registers of a stopped thread (`NT_PRSTATUS`), as machine words.
 #[derive(Clone)]
-struct Regs {
-    words: [usize; 64],
-    len: usize,
+pub(super) struct Regs {
+    /// The regset's words.
+    pub(super) words: [usize; 64],
+    /// Its length in bytes.
+    pub(super) len: usize,
 }
 
 /// `NT_PRSTATUS` from elf.h: the general-purpose registers' regset.
 const NT_PRSTATUS: usize = 1;
 
-fn get_regs(tid: u32) -> io::Result<Regs> {
+/// The general-purpose registers of stopped thread `tid`.
+pub(super) fn get_regs(tid: u32) -> io::Result<Regs> {
     let mut r = Regs {
         words: [0; 64],
         len: 0,
