@@ -63,6 +63,10 @@ pub enum Kind {
     /// `rec -a` met more processes at once than it tracks, and did not read their maps from
     /// /proc (count: processes).
     ProcessesUntracked,
+    /// Heap trace-tree nodes a `--max-size` segment could not carry (count: nodes).
+    HeapNodesNotCarried,
+    /// Live heap blocks a `--max-size` segment could not carry (count: blocks, at most).
+    HeapBlocksNotCarried,
     /// Modules not found in the sysroot (count: modules).
     ModuleMissing,
     /// Modules whose sysroot file has another build-id (count: modules).
@@ -145,6 +149,8 @@ impl Kind {
             Kind::AttachEnableFailed => "attach-enable-failed",
             Kind::HeapRingsUnreadable => "heap-rings-unreadable",
             Kind::ProcessesUntracked => "processes-untracked",
+            Kind::HeapNodesNotCarried => "heap-nodes-not-carried",
+            Kind::HeapBlocksNotCarried => "heap-blocks-not-carried",
             Kind::ModuleMissing => "module-missing",
             Kind::ModuleMismatch => "module-mismatch",
             Kind::ModuleLoadFailed => "module-load-failed",
@@ -287,6 +293,22 @@ pub fn gather(src: &Sources<'_>) -> Vec<Diagnostic> {
         "rec -a met more processes at once than it keeps track of and did not read their \
          memory maps: samples of those processes that started before the recording are \
          unsymbolized"
+            .into(),
+    );
+    add(
+        Kind::HeapNodesNotCarried,
+        lost(Lost::HEAP_NODE_NOT_CARRIED),
+        "rec kept fewer heap stacks than the program made to write again into each new \
+         --max-size segment: allocations of later segments that use the others show an \
+         unknown stack"
+            .into(),
+    );
+    add(
+        Kind::HeapBlocksNotCarried,
+        lost(Lost::HEAP_BLOCK_NOT_CARRIED),
+        "live heap blocks past rec --heap-max-live were not carried into the next --max-size \
+         segment (at most this many): a segment read alone misses them in its leaks and \
+         peak; raise --heap-max-live if the board has the memory"
             .into(),
     );
     modules(src.modules, &mut add);

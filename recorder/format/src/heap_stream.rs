@@ -32,6 +32,17 @@
 //! its first events after [`HeapEncoder::forget`] (a new image after exec, or an exited
 //! process whose pid may come back), start with `ESC_RESET`.
 //!
+//! Bounded memory: the writer tracks at most [`HeapEncoder::set_live_limit`] live blocks (all
+//! processes together), so that `rec` stays within a fixed budget however much a daemon leaks
+//! over days. Past the limit it stops tracking a few blocks at a time (`ESC_UNTRACK`: their
+//! info and address) and writes a free of an address it does not track with the address
+//! (`ESC_FREE_ADDR`); the reader keeps the untracked blocks by address and matches those
+//! frees exactly, so counts do not change. (One case differs: an untracked block whose free
+//! rec missed, then a new block at its address, freed, then a second free of the address, a
+//! double free in the program: the second free releases the untracked block, where an
+//! address map would ignore it.) A process that never went past the limit keeps
+//! the older encoding (`ESC_FREE_UNKNOWN`), which readers before these codes understand.
+//!
 //! Segments (`rec --max-size`) do not depend on each other: each starts with a fresh encoder,
 //! and with each known process's *carried live set* (see [`HeapEncoder::carry`]): an
 //! `ESC_CARRY_START` (a reset, with the segment's start time), then one `ESC_CARRIED`
@@ -40,35 +51,47 @@
 //! the segment before replaces what it held for that process with the carried set (the block
 //! handles of two segments are unrelated).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use crate::codec::{varint, Dec, DecodeError, Enc, MAX_VARINT};
+use crate::codec::{varint, Enc, MAX_VARINT};
+use crate::int_map::IntMap;
 use crate::live_map::LiveMap;
-use crate::record::{tag, Alloc, Free, Item};
+use crate::record::tag;
 
-const OP_ALLOC: u64 = 0;
-const OP_FREE: u64 = 1;
-const OP_ESCAPE: u64 = 2;
+pub(crate) const OP_ALLOC: u64 = 0;
+pub(crate) const OP_FREE: u64 = 1;
+pub(crate) const OP_ESCAPE: u64 = 2;
 
 /// A new allocation info: size, stack id. It takes the next index.
-const ESC_INFO: u64 = 0;
+pub(crate) const ESC_INFO: u64 = 0;
 /// The time changed: zig-zag delta from the previous time.
-const ESC_TIME: u64 = 1;
+pub(crate) const ESC_TIME: u64 = 1;
 /// The thread changed: its id.
-const ESC_TID: u64 = 2;
+pub(crate) const ESC_TID: u64 = 2;
 /// A free of an address that is not live.
-const ESC_FREE_UNKNOWN: u64 = 3;
+pub(crate) const ESC_FREE_UNKNOWN: u64 = 3;
 /// The next allocation is at an address still live with this info (an older block that is
 /// then never released).
-const ESC_REUSE: u64 = 4;
+pub(crate) const ESC_REUSE: u64 = 4;
 /// The process starts over: no infos, no live blocks.
-const ESC_RESET: u64 = 5;
+pub(crate) const ESC_RESET: u64 = 5;
 /// A `rec --max-size` segment starts: as `ESC_RESET`, then the time (absolute) as operand;
 /// the process's live blocks follow as carried allocations.
-const ESC_CARRY_START: u64 = 6;
+pub(crate) const ESC_CARRY_START: u64 = 6;
 /// The next allocation is a block carried from an earlier segment, not a new one.
-const ESC_CARRIED: u64 = 7;
+pub(crate) const ESC_CARRIED: u64 = 7;
+
+/// A block the writer stops tracking (it is still live): operands its info index and its
+/// address. Its free, if it comes, is an `ESC_FREE_ADDR`.
+pub(crate) const ESC_UNTRACK: u64 = 8;
+/// A free of an address the writer does not track: operand the address. The block is one
+/// the writer untracked, or (as `ESC_FREE_UNKNOWN`) none that is live.
+pub(crate) const ESC_FREE_ADDR: u64 = 9;
+
+/// Live blocks the writer tracks by default, all processes together: 3/4 of a 2^18-slot
+/// table, 4 MiB (see [`HeapEncoder::set_live_limit`]).
+pub const DEFAULT_LIVE_LIMIT: usize = 3 << 16;
+
+/// Blocks untracked at a time once past the limit (amortizes the table scan).
+const UNTRACK_BATCH: usize = 64;
 
 /// The handle of frees of addresses that were not live: never the handle of a live block.
 pub const UNKNOWN_BLOCK: u64 = u64::MAX;
@@ -78,41 +101,13 @@ pub const MAX_EVENTS: usize = 8192;
 
 /// Allocation infos and live blocks of one process at most (far beyond any real program; a
 /// hostile file cannot make the reader allocate without bound).
-const MAX_ENTRIES: usize = 1 << 28;
-
-/// A multiplicative hash for integer keys: the writer's maps are on the per-event path of
-/// `rec`, where SipHash would cost more than the rest of the encoding.
-#[derive(Default)]
-struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        // The product's high bits are the well-mixed ones (aligned addresses leave the low
-        // bits of the product zero): rotate them down, where the table takes its index.
-        self.0 = (self.0 ^ v)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .rotate_left(26);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v.into());
-    }
-}
-
-type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+pub(crate) const MAX_ENTRIES: usize = 1 << 28;
 
 fn zigzag(d: i64) -> u64 {
     ((d << 1) ^ (d >> 63)) as u64
 }
 
-fn unzigzag(v: u64) -> i64 {
+pub(crate) fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
@@ -147,20 +142,58 @@ struct EncProc {
     live: LiveMap,
     time: u64,
     tid: u32,
+    /// Some block was untracked: frees of untracked addresses carry the address.
+    untracked: bool,
 }
 
 /// Turns heap events into heap records (the writer's side). Memory: per process one entry per
-/// allocation info and one per live block, as `heaptrack_interpret` keeps.
-#[derive(Default)]
+/// allocation info and one per live block it tracks (at most the live limit, see
+/// [`HeapEncoder::set_live_limit`]), as `heaptrack_interpret` keeps.
 pub struct HeapEncoder {
     procs: IntMap<u32, EncProc>,
     /// The process of the record being built, if one is.
     pid: Option<u32>,
     events: usize,
     body: Vec<u8>,
+    live_limit: usize,
+    /// Where the next untracking scan starts in the table.
+    cursor: usize,
+    scratch: Vec<(u64, u32)>,
+    /// Blocks untracked since the count was last taken, all processes together (some may
+    /// have been freed since: the writer cannot tell which frees were theirs).
+    untracked: u64,
+}
+
+impl Default for HeapEncoder {
+    fn default() -> Self {
+        HeapEncoder {
+            procs: IntMap::default(),
+            pid: None,
+            events: 0,
+            body: Vec::new(),
+            live_limit: DEFAULT_LIVE_LIMIT,
+            cursor: 0,
+            scratch: Vec::new(),
+            untracked: 0,
+        }
+    }
 }
 
 impl HeapEncoder {
+    /// Tracks at most `n` live blocks (all processes together; at least [`UNTRACK_BATCH`]).
+    /// The writer's memory for live blocks is then at most about 21 bytes times `n` whatever
+    /// the program does; blocks past it cost their address in the file when freed.
+    pub fn set_live_limit(&mut self, n: usize) {
+        self.live_limit = n.max(UNTRACK_BATCH);
+    }
+
+    /// Blocks untracked (past the live limit) since the last call, zeroing the count: a new
+    /// segment's carried set ([`HeapEncoder::take_live`]) does not hold them, so at most
+    /// this many live blocks are lost at a segment boundary.
+    pub fn take_untracked(&mut self) -> u64 {
+        std::mem::take(&mut self.untracked)
+    }
+
     /// Whether an event of `pid` can join the record being built; if not, the caller first
     /// takes it ([`HeapEncoder::take`]).
     pub fn accepts(&self, pid: u32) -> bool {
@@ -179,6 +212,13 @@ impl HeapEncoder {
     pub fn events(&mut self, pid: u32, events: &[HeapEvent]) {
         self.pid = Some(pid);
         self.events += events.len();
+        let others: usize = self
+            .procs
+            .iter()
+            .filter(|(&q, _)| q != pid)
+            .map(|(_, p)| p.live.len())
+            .sum();
+        let limit = self.live_limit.saturating_sub(others).max(UNTRACK_BATCH);
         let mut e = Enc::new(&mut self.body);
         let p = self.procs.entry(pid).or_insert_with(|| {
             e.u64(ESC_RESET << 2 | OP_ESCAPE);
@@ -209,6 +249,17 @@ impl HeapEncoder {
                     e.u64(ev.size);
                     e.u64(ev.stack);
                 }
+                if p.live.len() >= limit {
+                    p.live
+                        .evict(UNTRACK_BATCH, &mut self.cursor, &mut self.scratch);
+                    for &(addr, old) in &self.scratch {
+                        e.u64(ESC_UNTRACK << 2 | OP_ESCAPE);
+                        e.u64(old.into());
+                        e.u64(addr);
+                    }
+                    self.untracked += self.scratch.len() as u64;
+                    p.untracked = true;
+                }
                 if let Some(old) = p.live.insert(ev.addr, info) {
                     e.u64(ESC_REUSE << 2 | OP_ESCAPE);
                     e.u64(old.into());
@@ -217,6 +268,10 @@ impl HeapEncoder {
             } else {
                 match p.live.remove(ev.addr) {
                     Some(info) => e.u64(u64::from(info) << 2 | OP_FREE),
+                    None if p.untracked => {
+                        e.u64(ESC_FREE_ADDR << 2 | OP_ESCAPE);
+                        e.u64(ev.addr);
+                    }
                     None => e.u64(ESC_FREE_UNKNOWN << 2 | OP_ESCAPE),
                 }
             }
@@ -343,191 +398,7 @@ impl HeapEncoder {
     }
 }
 
-const NONE: u32 = u32::MAX;
-
-/// The reader's view of one process: infos, and the live blocks of each info as a stack of
-/// slots (a block's handle is `base + slot + 1`; slots are recycled, `base` moves past every
-/// slot used when the process starts over, so no handle of an earlier image comes back).
-#[derive(Default)]
-struct DecProc {
-    infos: Vec<(u64, u64)>,
-    /// Per info: the most recent live slot, or NONE.
-    heads: Vec<u32>,
-    /// Per slot: the next live slot of the same info, or the next recycled slot.
-    next: Vec<u32>,
-    /// Most recently recycled slot, or NONE.
-    spare: u32,
-    base: u64,
-    time: u64,
-    tid: u32,
-    /// Slot the next allocation takes over (an allocation at a still-live address).
-    reuse: Option<u32>,
-    /// The next allocation is a carried block.
-    carried: bool,
-}
-
-impl DecProc {
-    fn fresh(base: u64) -> DecProc {
-        DecProc {
-            spare: NONE,
-            base,
-            ..Default::default()
-        }
-    }
-
-    fn handle(&self, slot: u32) -> u64 {
-        self.base + u64::from(slot) + 1
-    }
-
-    /// Pops the most recent live slot of `info`.
-    fn pop(&mut self, info: u32) -> Option<u32> {
-        let head = self.heads.get_mut(info as usize)?;
-        let slot = *head;
-        if slot == NONE {
-            return None;
-        }
-        *head = self.next[slot as usize];
-        Some(slot)
-    }
-
-    fn push(&mut self, info: u32, slot: u32) {
-        self.next[slot as usize] = self.heads[info as usize];
-        self.heads[info as usize] = slot;
-    }
-
-    fn new_slot(&mut self) -> Option<u32> {
-        if self.spare != NONE {
-            let s = self.spare;
-            self.spare = self.next[s as usize];
-            return Some(s);
-        }
-        if self.next.len() >= MAX_ENTRIES {
-            return None;
-        }
-        self.next.push(NONE);
-        Some(self.next.len() as u32 - 1)
-    }
-}
-
-/// Expands heap records into `Alloc`/`Free` records (the reader's side).
-#[derive(Default)]
-pub struct HeapDecoder {
-    procs: IntMap<u32, DecProc>,
-    /// The process of the last call, outside the map: a heap record's events all belong to
-    /// one process, so the map is not consulted per event.
-    current: Option<(u32, DecProc)>,
-}
-
-impl HeapDecoder {
-    fn process(&mut self, pid: u32) -> &mut DecProc {
-        if self.current.as_ref().is_some_and(|c| c.0 != pid) {
-            if let Some((old, st)) = self.current.take() {
-                self.procs.insert(old, st);
-            }
-        }
-        let procs = &mut self.procs;
-        let (_, st) = self.current.get_or_insert_with(|| {
-            let st = procs.remove(&pid).unwrap_or_else(|| DecProc::fresh(0));
-            (pid, st)
-        });
-        st
-    }
-
-    /// Decodes codes of process `pid` from `d` until one of them is an event, which is
-    /// returned; `None` at the end of the record. An error means the record is malformed (a
-    /// forged file or a writer bug; frames are checksummed).
-    pub fn next(&mut self, pid: u32, d: &mut Dec<'_>) -> Result<Option<Item>, DecodeError> {
-        let p = self.process(pid);
-        while d.remaining() > 0 {
-            let at = d.position();
-            let v = d.u64()?;
-            let arg = v >> 2;
-            match v & 3 {
-                OP_ALLOC => {
-                    let info = u32::try_from(arg).map_err(|_| DecodeError::BadLength(at))?;
-                    let &(size, stack) = p
-                        .infos
-                        .get(info as usize)
-                        .ok_or(DecodeError::BadLength(at))?;
-                    let slot = match p.reuse.take() {
-                        Some(s) => s,
-                        None => p.new_slot().ok_or(DecodeError::BadLength(at))?,
-                    };
-                    p.push(info, slot);
-                    let a = Alloc {
-                        time: p.time,
-                        pid,
-                        tid: p.tid,
-                        addr: p.handle(slot),
-                        size,
-                        stack,
-                    };
-                    return Ok(Some(if std::mem::take(&mut p.carried) {
-                        Item::Carried(a)
-                    } else {
-                        Item::Alloc(a)
-                    }));
-                }
-                OP_FREE => {
-                    let info = u32::try_from(arg).map_err(|_| DecodeError::BadLength(at))?;
-                    let slot = p.pop(info).ok_or(DecodeError::BadLength(at))?;
-                    p.next[slot as usize] = p.spare;
-                    p.spare = slot;
-                    return Ok(Some(Item::Free(Free {
-                        time: p.time,
-                        pid,
-                        tid: p.tid,
-                        addr: p.handle(slot),
-                    })));
-                }
-                OP_ESCAPE => match arg {
-                    ESC_INFO => {
-                        let size = d.u64()?;
-                        let stack = d.u64()?;
-                        if p.infos.len() >= MAX_ENTRIES {
-                            return Err(DecodeError::BadLength(at));
-                        }
-                        p.infos.push((size, stack));
-                        p.heads.push(NONE);
-                    }
-                    ESC_TIME => p.time = p.time.wrapping_add(unzigzag(d.u64()?) as u64),
-                    ESC_TID => p.tid = d.u32()?,
-                    ESC_FREE_UNKNOWN => {
-                        return Ok(Some(Item::Free(Free {
-                            time: p.time,
-                            pid,
-                            tid: p.tid,
-                            addr: UNKNOWN_BLOCK,
-                        })))
-                    }
-                    ESC_REUSE => {
-                        let info = d.u32()?;
-                        let slot = p.pop(info).ok_or(DecodeError::BadLength(at))?;
-                        // A second REUSE before the allocation would orphan a slot: refuse.
-                        if p.reuse.replace(slot).is_some() {
-                            return Err(DecodeError::BadLength(at));
-                        }
-                    }
-                    ESC_RESET => {
-                        let base = p.base + p.next.len() as u64;
-                        *p = DecProc::fresh(base);
-                    }
-                    ESC_CARRY_START => {
-                        let time = d.u64()?;
-                        let base = p.base + p.next.len() as u64;
-                        *p = DecProc::fresh(base);
-                        p.time = time;
-                        return Ok(Some(Item::CarryStart { pid, time }));
-                    }
-                    ESC_CARRIED => p.carried = true,
-                    _ => return Err(DecodeError::BadLength(at)),
-                },
-                _ => return Err(DecodeError::BadLength(at)),
-            }
-        }
-        Ok(None)
-    }
-}
+pub use crate::heap_decode::HeapDecoder;
 
 #[cfg(test)]
 #[path = "heap_stream_tests.rs"]

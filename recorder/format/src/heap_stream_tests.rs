@@ -2,8 +2,11 @@
 //! with the same times, threads, sizes and stacks, and frees that release a block of the same
 //! size and stack as the address did (or nothing, when the address was not live).
 
+use std::collections::HashMap;
+
 use super::*;
-use crate::record::Record;
+use crate::codec::Dec;
+use crate::record::{Alloc, Free, Item, Record};
 
 /// What an analysis that tracks blocks by address sees of one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +35,17 @@ fn observe(records: &[Record]) -> Vec<Seen> {
 
 /// Encodes `events` (with `forget` of a pid where a `None` stands) and decodes them back.
 fn round_trip(events: &[(Option<Record>, u32)]) -> (Vec<Record>, usize) {
+    round_trip_limited(events, DEFAULT_LIVE_LIMIT).0
+}
+
+/// [`round_trip`] with the writer tracking at most `limit` live blocks; also returns how many
+/// it untracked and did not see freed.
+fn round_trip_limited(
+    events: &[(Option<Record>, u32)],
+    limit: usize,
+) -> ((Vec<Record>, usize), u64) {
     let mut enc = HeapEncoder::default();
+    enc.set_live_limit(limit);
     let mut dec = HeapDecoder::default();
     let mut out = Vec::new();
     let mut record = Vec::new();
@@ -72,7 +85,7 @@ fn round_trip(events: &[(Option<Record>, u32)]) -> (Vec<Record>, usize) {
         }
     }
     drain(&mut enc, &mut out);
-    (out, bytes)
+    ((out, bytes), enc.take_untracked())
 }
 
 fn alloc(pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64) -> Option<Record> {
@@ -98,6 +111,12 @@ fn free(pid: u32, tid: u32, time: u64, addr: u64) -> Option<Record> {
 /// A pseudo-random workload: two processes, three threads, addresses recycled as an allocator
 /// does, frees of unknown addresses, allocations at still-live addresses, an exec.
 fn workload() -> Vec<(Option<Record>, u32)> {
+    workload_of(true)
+}
+
+/// [`workload`], where `reuse` says whether allocations may land at still-live addresses
+/// (which a real allocator does only when a free went unseen).
+fn workload_of(reuse: bool) -> Vec<(Option<Record>, u32)> {
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut next = || {
         rng ^= rng << 13;
@@ -121,6 +140,9 @@ fn workload() -> Vec<(Option<Record>, u32)> {
         match r % 16 {
             0..=6 => {
                 let addr = 0x5555_0000_0000 + (next() % 4096) * 16;
+                if !reuse && live.contains(&(pid, addr)) {
+                    continue;
+                }
                 v.push((
                     alloc(pid, tid, time, addr, 16 + next() % 5 * 8, 1 + next() % 9),
                     0,
@@ -134,7 +156,7 @@ fn workload() -> Vec<(Option<Record>, u32)> {
             13 => v.push((free(pid, tid, time, 0x7777_0000 + next() % 64), 0)),
             _ => {
                 // realloc: a free then an allocation, often at the same address.
-                if let Some((p, addr)) = live.pop() {
+                if let Some((p, addr)) = live.pop().filter(|b| reuse || !live.contains(b)) {
                     v.push((free(p, tid, time, addr), 0));
                     v.push((alloc(p, tid, time, addr, 100 + next() % 3, 4), 0));
                     live.push((p, addr));
@@ -149,9 +171,35 @@ fn workload() -> Vec<(Option<Record>, u32)> {
 fn the_analysis_sees_the_same_events_without_addresses() {
     let events = workload();
     let (out, bytes) = round_trip(&events);
+    same_as_by_address(&events, &out, true);
+    // Few sizes and stacks, no addresses: about two bytes per event before compression.
+    let n = events.iter().filter(|(r, _)| r.is_some()).count();
+    assert!(bytes < n * 3, "{bytes} bytes for {n} events");
+}
+
+#[test]
+fn a_writer_past_its_live_limit_loses_nothing() {
+    // Allocations at free addresses, as an allocator hands them out when every free is seen.
+    let events = workload_of(false);
+    // The workload holds up to about 2,800 live blocks: a limit of 256 untracks most.
+    let ((out, bytes), untracked) = round_trip_limited(&events, 256);
+    same_as_by_address(&events, &out, false);
+    let ((_, unlimited), _) = round_trip_limited(&events, usize::MAX);
+    assert!(untracked > 1000, "{untracked}");
+    // Frees of untracked blocks carry their address: larger, not unbounded.
+    assert!(
+        bytes > unlimited && bytes < unlimited * 4,
+        "{bytes} vs {unlimited}"
+    );
+}
+
+/// Asserts that the decoded `out` is, for an analysis that matches frees by address, the
+/// same as the original `events`; `reuse`: the events hold allocations at live addresses,
+/// and each odd case must have happened.
+fn same_as_by_address(events: &[(Option<Record>, u32)], out: &[Record], reuse: bool) {
     let originals: Vec<Record> = events.iter().filter_map(|(r, _)| r.clone()).collect();
     assert_eq!(out.len(), originals.len());
-    let (mut a, mut b) = (observe(&originals), observe(&out));
+    let (mut a, mut b) = (observe(&originals), observe(out));
     // The exec: the original addresses of pid 10's old image may be live again in the new
     // one, which an address-based replay (unlike hostside, which keeps images apart) mixes
     // up; compare the new image as its own process.
@@ -176,20 +224,26 @@ fn the_analysis_sees_the_same_events_without_addresses() {
         *s = observe(&all);
     };
     fix(&mut a, &originals);
-    fix(&mut b, &out);
+    fix(&mut b, out);
+    if let Some(i) = (0..a.len().min(b.len())).find(|&i| a[i] != b[i]) {
+        panic!("event {i}: {:?} became {:?}", a[i], b[i]);
+    }
     assert_eq!(a, b);
-    // Some of each odd case happened.
+    if !reuse {
+        return;
+    }
     let reused = a
         .iter()
         .filter(|s| matches!(s, Seen::Alloc(.., Some(_))))
         .count();
+    // Some of each odd case happened.
     let unknown = a
         .iter()
         .filter(|s| matches!(s, Seen::Free(.., None)))
         .count();
     assert!(reused > 100 && unknown > 1000, "{reused} {unknown}");
     // No handle is ever 0 or the unknown handle while live; frees of unknown addresses use it.
-    for r in &out {
+    for r in out {
         if let Record::Alloc(x) = r {
             assert!(x.addr != 0 && x.addr != UNKNOWN_BLOCK);
         }
@@ -197,12 +251,6 @@ fn the_analysis_sees_the_same_events_without_addresses() {
     assert!(out
         .iter()
         .any(|r| matches!(r, Record::Free(f) if f.addr == UNKNOWN_BLOCK)));
-    // Few sizes and stacks, no addresses: about two bytes per event before compression.
-    assert!(
-        bytes < originals.len() * 3,
-        "{bytes} bytes for {} events",
-        originals.len()
-    );
 }
 
 #[test]

@@ -27,7 +27,9 @@ mod arch;
 pub mod callchain;
 pub mod codec;
 mod heap_batch;
+mod heap_decode;
 mod heap_stream;
+mod int_map;
 mod live_map;
 mod pairs;
 pub mod perf_regs;
@@ -38,7 +40,7 @@ mod stack_filter;
 mod writer;
 
 pub use arch::Arch;
-pub use heap_stream::{HeapEvent, LiveSet, UNKNOWN_BLOCK};
+pub use heap_stream::{HeapEvent, LiveSet, DEFAULT_LIVE_LIMIT, UNKNOWN_BLOCK};
 pub use pairs::{Stubs, BULK_MAGIC, PAIRS_VERSION};
 pub use perf_regs::PerfRegs;
 pub use reader::{Damage, OpenError, Reader, ResumePoint, Summary};

@@ -117,6 +117,32 @@ impl LiveMap {
         self.len
     }
 
+    /// Removes up to `n` live blocks, scanning the table from `*cursor` on (and moving the
+    /// cursor past them, so that successive calls take different blocks), into `out` as
+    /// (address, info). Which blocks go is arbitrary: the caller bounds the map's size, it
+    /// does not choose.
+    pub fn evict(&mut self, n: usize, cursor: &mut usize, out: &mut Vec<(u64, u32)>) {
+        out.clear();
+        if self.slots.is_empty() {
+            return;
+        }
+        let mask = self.mask();
+        let mut i = *cursor & mask;
+        for _ in 0..self.slots.len() {
+            if out.len() >= n {
+                break;
+            }
+            if self.slots[i].0 != 0 {
+                out.push(self.slots[i]);
+            }
+            i = (i + 1) & mask;
+        }
+        *cursor = i;
+        for &(addr, _) in out.iter() {
+            self.remove(addr);
+        }
+    }
+
     /// Every live block as (address, info), in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.slots.iter().copied().filter(|s| s.0 != 0)
@@ -138,6 +164,30 @@ impl LiveMap {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn eviction_takes_distinct_live_blocks_and_keeps_the_rest() {
+        let mut m = LiveMap::default();
+        for a in 1..=1000u64 {
+            m.insert(a * 16, a as u32);
+        }
+        let (mut cursor, mut out, mut gone) = (0, Vec::new(), HashMap::new());
+        for _ in 0..10 {
+            m.evict(64, &mut cursor, &mut out);
+            assert_eq!(out.len(), 64);
+            for &(addr, info) in &out {
+                assert_eq!(u64::from(info) * 16, addr);
+                assert!(gone.insert(addr, info).is_none(), "evicted twice: {addr}");
+            }
+        }
+        assert_eq!(m.len(), 360);
+        for a in 1..=1000u64 {
+            let evicted = gone.contains_key(&(a * 16));
+            assert_eq!(m.remove(a * 16).is_some(), !evicted);
+        }
+        m.evict(64, &mut cursor, &mut out);
+        assert!(out.is_empty());
+    }
 
     #[test]
     fn agrees_with_a_hash_map_through_growth_and_deletions() {

@@ -306,6 +306,18 @@ impl<S: Sink> FrameWriter<S> {
         Ok(())
     }
 
+    /// Tracks at most `n` live heap blocks, all processes together: bounds the writer's
+    /// memory however much the program leaks (see `heap_stream`).
+    pub fn set_heap_live_limit(&mut self, n: usize) {
+        self.heap.set_live_limit(n);
+    }
+
+    /// Live blocks untracked past the limit since the last call (at most this many live
+    /// blocks are missing from the next carried live set).
+    pub fn take_heap_untracked(&mut self) -> u64 {
+        self.heap.take_untracked()
+    }
+
     /// Live heap blocks the writer tracks (to free a block's frees of their address, see
     /// `heap_stream`), all processes together.
     pub fn heap_live_blocks(&self) -> usize {

@@ -133,7 +133,9 @@ pub struct Lost {
     /// rec refused or could not read: those processes' heap events are missing) and
     /// `untracked-process` (`rec -a` met more processes at once than it tracks and did not
     /// read their maps from /proc); and `rec`'s durability errors, running totals (see
-    /// [`Lost::RUNNING_TOTALS`]): `segment-delete-failed` and `directory-sync-failed`.
+    /// [`Lost::RUNNING_TOTALS`]): `segment-delete-failed`, `directory-sync-failed`, and what
+    /// a `--max-size` segment could not carry of the heap's state, `heap-node-not-carried`
+    /// and `heap-block-not-carried`.
     pub kind: String,
 }
 
@@ -141,8 +143,18 @@ impl Lost {
     /// Kinds whose count is a running total since the recording began, written again at the
     /// start of every `--max-size` segment so that it outlives the segment that first told
     /// it: a reader takes the largest count of these, and sums the others.
-    pub const RUNNING_TOTALS: [&'static str; 2] =
-        [Self::SEGMENT_DELETE_FAILED, Self::DIRECTORY_SYNC_FAILED];
+    pub const RUNNING_TOTALS: [&'static str; 4] = [
+        Self::SEGMENT_DELETE_FAILED,
+        Self::DIRECTORY_SYNC_FAILED,
+        Self::HEAP_NODE_NOT_CARRIED,
+        Self::HEAP_BLOCK_NOT_CARRIED,
+    ];
+    /// Heap trace-tree nodes past rec's bound, not written again into new segments (a
+    /// running total): allocations that refer to them have an unknown stack there.
+    pub const HEAP_NODE_NOT_CARRIED: &'static str = "heap-node-not-carried";
+    /// Live heap blocks rec had stopped tracking (`--heap-max-live`), so not carried into
+    /// new segments (a running total, an upper bound).
+    pub const HEAP_BLOCK_NOT_CARRIED: &'static str = "heap-block-not-carried";
     /// The kind of `rec`'s failed deletes of old `--max-size` segments (a running total).
     pub const SEGMENT_DELETE_FAILED: &'static str = "segment-delete-failed";
     /// The kind of `rec`'s failed directory syncs after a segment was created or deleted (a

@@ -17,7 +17,11 @@ use crossprof_format::StackNode;
 pub const MAX_NODES: usize = 1 << 20;
 
 /// `Lost` kind of nodes not kept to carry (a running total, written into each new segment).
-pub const LOST_KIND: &str = "heap-node-not-carried";
+pub const LOST_KIND: &str = crossprof_format::Lost::HEAP_NODE_NOT_CARRIED;
+
+/// `Lost` kind of live blocks not carried into a new segment because rec had stopped
+/// tracking them (`--heap-max-live`): an upper bound, a running total like [`LOST_KIND`].
+pub const UNTRACKED_KIND: &str = crossprof_format::Lost::HEAP_BLOCK_NOT_CARRIED;
 
 /// The nodes to write again at the start of each segment.
 #[derive(Default)]

@@ -51,6 +51,10 @@ pub(super) struct Output {
     lost_advice: &'static str,
     /// With `--max-size`: the heap trace-tree nodes each new segment writes again.
     carry: Option<heap::carry::Carry>,
+    /// Most live heap blocks each writer tracks (`--heap-max-live`).
+    heap_max_live: usize,
+    /// Live heap blocks untracked and so not carried into new segments, since the start.
+    not_carried: u64,
 }
 
 /// At most this many distinct kernel addresses are remembered (8 MiB of set at worst); frames
@@ -61,13 +65,16 @@ impl Output {
     /// Records of a recording made as `opts` say with `events`, written by `writer` (which
     /// has written `header`).
     pub(super) fn new(
-        writer: FrameWriter<Disk>,
+        mut writer: FrameWriter<Disk>,
         opts: &Options,
         header: &Header,
         events: &Events,
         data_maps: DataMaps,
     ) -> Output {
+        writer.set_heap_live_limit(opts.heap_max_live);
         Output {
+            heap_max_live: opts.heap_max_live,
+            not_carried: 0,
             writer: Some(writer),
             path: opts.out.display().to_string(),
             failed: None,
@@ -119,9 +126,13 @@ impl Output {
             return;
         };
         let live = w.take_heap_live();
+        self.not_carried += w.take_heap_untracked();
         let now = monotonic_ns();
         match s.next(w, now) {
-            Ok(w) => self.writer = Some(w),
+            Ok(mut w) => {
+                w.set_heap_live_limit(self.heap_max_live);
+                self.writer = Some(w);
+            }
             Err(e) => return self.fail(e),
         }
         self.write_vdso();
@@ -142,6 +153,7 @@ impl Output {
         self.lost(Lost::SEGMENT_DELETE_FAILED, errors.delete_failed);
         let dropped = self.carry.as_ref().map_or(0, |c| c.dropped);
         self.lost(heap::carry::LOST_KIND, dropped);
+        self.lost(heap::carry::UNTRACKED_KIND, self.not_carried);
     }
 
     /// Writes the heap trace-tree nodes kept, then the carried live blocks (stamped `now`).
