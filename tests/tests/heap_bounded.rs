@@ -9,6 +9,9 @@
 //! (VmHWM, polled while it runs) must be far smaller in the bounded run: its live-block
 //! table is the one part of rec that grows with the program's live set.
 //!
+//! A second test records `heap_ring.c` for 2 s and 12 s: `hostside report --heap` and `html`
+//! must take about the same memory for both (they stream the recording).
+//!
 //! The suite runs 3 s at 200,000 blocks a second; a long run, e.g. 10 minutes at 5,000 a
 //! second: `CROSSPROF_HEAP_LEAK_SECS=600 CROSSPROF_HEAP_LEAK_RATE=5000 cargo test --profile
 //! host -p crossprof-tests --test heap_bounded -- --nocapture` (bench/RESULTS.md).
@@ -126,4 +129,71 @@ fn rec_memory_stays_bounded_while_a_program_leaks_and_counts_stay_exact() {
         bounded + table_kib / 2 < unbounded,
         "rec VmHWM {bounded} KiB bounded vs {unbounded} KiB unbounded ({allocated} live blocks)"
     );
+}
+
+/// Runs `hostside ARGS` to completion; its peak RSS in KiB (`ru_maxrss` of its own wait4).
+fn hostside_peak_kib(args: &[&str]) -> u64 {
+    // Reaped by the wait4 below, which also gives its rusage (Child::wait does not).
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(hostside())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run hostside");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for the child spawned above.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, writing into the two locals.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "hostside {args:?}: status {status}"
+    );
+    usage.ru_maxrss as u64
+}
+
+/// The reports stream a recording: `report --heap` and `html` of a recording with about
+/// eight times the heap events (the same program, `heap_ring.c`, for 12 s instead of 2 s:
+/// about 2 million events against 240,000, the same live set) take about the same memory
+/// (8.5 MiB for both here).
+#[test]
+fn reports_of_a_longer_recording_take_no_more_memory() {
+    let p = build(
+        "heap_ring.c",
+        "heap_ring_bounded",
+        &["-O1", "-fno-omit-frame-pointer"],
+    );
+    let dir = scratch().join("heap_bounded_reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut peaks = Vec::new();
+    for secs in [2, 12] {
+        let out = dir.join(format!("ring{secs}.zst"));
+        let o = Command::new(rec())
+            .args(["--heap", "--no-cpu", "--out"])
+            .arg(&out)
+            .arg("--")
+            .arg(&p.board)
+            .args([secs.to_string().as_str(), "1000", "50"])
+            .env("CROSSPROF_HEAP_LIB", heap_lib())
+            .output()
+            .expect("run rec");
+        assert!(o.status.success(), "rec failed: {o:?}");
+        let (f, s) = (out.to_str().unwrap(), p.sysroot.to_str().unwrap());
+        let html = dir.join(format!("ring{secs}.html"));
+        let report = hostside_peak_kib(&["report", "--heap", "--sysroot", s, f]);
+        let page = hostside_peak_kib(&["html", "--sysroot", s, "-o", html.to_str().unwrap(), f]);
+        let r = heap_report(&out, &p.sysroot, &[]);
+        let allocations = number(&r["heap"], "allocations");
+        eprintln!(
+            "{secs} s: {allocations} allocations; hostside report --heap {report} KiB, html {page} KiB"
+        );
+        peaks.push((allocations, report, page));
+    }
+    let ((short, r0, h0), (long, r1, h1)) = (peaks[0], peaks[1]);
+    assert!(long > short * 4, "{short} then {long} allocations");
+    // Every event held would cost more than 16 bytes each: over 80 MB for the long one.
+    assert!(r1 < r0 + r0 / 4, "report: {r0} KiB then {r1} KiB");
+    assert!(h1 < h0 + h0 / 4, "html: {h0} KiB then {h1} KiB");
 }

@@ -265,11 +265,24 @@ fn euid() -> u32 {
     String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
 }
 
-/// Issue 2, acceptance 6: the shipped x86_64 rec is static, carries a build-id, and is small.
+/// Issue 2, acceptance 6: rec is static, carries a build-id, and is small. The size is the
+/// shipped x86_64 rec's, as `targets/dist.sh` builds it (std rebuilt without its backtrace
+/// printer, 900 KiB at most, the README's promise); the rec of `scripts/build.sh`, which the
+/// other tests run, links the prebuilt std with it, about 300 KB more.
 #[test]
 fn rec_is_a_small_static_binary_with_a_build_id() {
-    let size = std::fs::metadata(rec()).unwrap().len();
-    assert!(size <= 1024 * 1024, "rec is {size} bytes, over 1 MiB");
+    let shipped = std::env::var_os("CROSSPROF_DIST")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root().join("dist"))
+        .join("x86_64-unknown-linux-musl/rec");
+    let size = std::fs::metadata(&shipped)
+        .unwrap_or_else(|e| panic!("{}: {e} (run targets/dist.sh)", shipped.display()))
+        .len();
+    assert!(
+        size <= 900 * 1024,
+        "{} is {size} bytes, over 900 KiB",
+        shipped.display()
+    );
     let o = Command::new("readelf")
         .args(["-d", "-n"])
         .arg(rec())

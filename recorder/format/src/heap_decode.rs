@@ -155,6 +155,16 @@ impl HeapDecoder {
                         p.infos.push((size, stack));
                         p.heads.push(NONE);
                     }
+                    ESC_INFO_AGAIN => {
+                        let i = d.u32()? as usize;
+                        let size = d.u64()?;
+                        let stack = d.u64()?;
+                        // Only an index no live block uses can be taken over.
+                        match (p.infos.get_mut(i), p.heads.get(i)) {
+                            (Some(info), Some(&NONE)) => *info = (size, stack),
+                            _ => return Err(DecodeError::BadLength(at)),
+                        }
+                    }
                     ESC_TIME => p.time = p.time.wrapping_add(unzigzag(d.u64()?) as u64),
                     ESC_TID => p.tid = d.u32()?,
                     ESC_FREE_UNKNOWN => {

@@ -37,7 +37,9 @@
 //! over days. Past the limit it stops tracking a few blocks at a time (`ESC_UNTRACK`: their
 //! info and address) and writes a free of an address it does not track with the address
 //! (`ESC_FREE_ADDR`); the reader keeps the untracked blocks by address and matches those
-//! frees exactly, so counts do not change. (One case differs: an untracked block whose free
+//! frees exactly, so counts do not change. Allocation infos are bounded too: past a limit per
+//! process a new (size, stack) pair takes over the index of one no tracked block uses
+//! (`ESC_INFO_AGAIN`, see [`crate::heap_infos`]). (One case differs: an untracked block whose free
 //! rec missed, then a new block at its address, freed, then a second free of the address, a
 //! double free in the program: the second free releases the untracked block, where an
 //! address map would ignore it.) A process that never went past the limit keeps
@@ -52,6 +54,7 @@
 //! handles of two segments are unrelated).
 
 use crate::codec::{varint, Enc, MAX_VARINT};
+use crate::heap_infos::{InfoTable, Interned, DEFAULT_INFO_LIMIT};
 use crate::int_map::IntMap;
 use crate::live_map::LiveMap;
 use crate::record::tag;
@@ -85,6 +88,9 @@ pub(crate) const ESC_UNTRACK: u64 = 8;
 /// A free of an address the writer does not track: operand the address. The block is one
 /// the writer untracked, or (as `ESC_FREE_UNKNOWN`) none that is live.
 pub(crate) const ESC_FREE_ADDR: u64 = 9;
+/// An index taken over by another allocation info (no live block uses it any more): operands
+/// the index, size, stack. See [`crate::heap_infos`].
+pub(crate) const ESC_INFO_AGAIN: u64 = 10;
 
 /// Live blocks the writer tracks by default, all processes together: 3/4 of a 2^18-slot
 /// table, 4 MiB (see [`HeapEncoder::set_live_limit`]).
@@ -138,7 +144,7 @@ const PREFETCH: usize = 16;
 /// The writer's view of one process.
 #[derive(Default)]
 struct EncProc {
-    infos: IntMap<(u64, u64), u32>,
+    infos: InfoTable,
     live: LiveMap,
     time: u64,
     tid: u32,
@@ -159,6 +165,8 @@ pub struct HeapEncoder {
     /// Where the next untracking scan starts in the table.
     cursor: usize,
     scratch: Vec<(u64, u32)>,
+    /// Infos per process before unused indexes are taken over.
+    info_limit: usize,
     /// Blocks untracked since the count was last taken, all processes together (some may
     /// have been freed since: the writer cannot tell which frees were theirs).
     untracked: u64,
@@ -174,6 +182,7 @@ impl Default for HeapEncoder {
             live_limit: DEFAULT_LIVE_LIMIT,
             cursor: 0,
             scratch: Vec::new(),
+            info_limit: DEFAULT_INFO_LIMIT,
             untracked: 0,
         }
     }
@@ -185,6 +194,18 @@ impl HeapEncoder {
     /// the program does; blocks past it cost their address in the file when freed.
     pub fn set_live_limit(&mut self, n: usize) {
         self.live_limit = n.max(UNTRACK_BATCH);
+    }
+
+    /// Takes over unused info indexes past `n` infos per process (tests use a small `n`).
+    #[cfg(test)]
+    pub fn set_info_limit(&mut self, n: usize) {
+        self.info_limit = n;
+    }
+
+    /// Info indexes process `pid` holds (tests).
+    #[cfg(test)]
+    pub fn infos(&self, pid: u32) -> usize {
+        self.procs.get(&pid).map_or(0, |p| p.infos.len())
     }
 
     /// Blocks untracked (past the live limit) since the last call, zeroing the count: a new
@@ -242,13 +263,7 @@ impl HeapEncoder {
                 p.time = ev.time;
             }
             if ev.alloc {
-                let next = p.infos.len() as u32;
-                let info = *p.infos.entry((ev.size, ev.stack)).or_insert(next);
-                if info == next {
-                    e.u64(ESC_INFO << 2 | OP_ESCAPE);
-                    e.u64(ev.size);
-                    e.u64(ev.stack);
-                }
+                let info = announce(&mut e, &mut p.infos, ev.size, ev.stack, self.info_limit);
                 if p.live.len() >= limit {
                     p.live
                         .evict(UNTRACK_BATCH, &mut self.cursor, &mut self.scratch);
@@ -256,6 +271,7 @@ impl HeapEncoder {
                         e.u64(ESC_UNTRACK << 2 | OP_ESCAPE);
                         e.u64(old.into());
                         e.u64(addr);
+                        p.infos.died(old);
                     }
                     self.untracked += self.scratch.len() as u64;
                     p.untracked = true;
@@ -263,11 +279,16 @@ impl HeapEncoder {
                 if let Some(old) = p.live.insert(ev.addr, info) {
                     e.u64(ESC_REUSE << 2 | OP_ESCAPE);
                     e.u64(old.into());
+                    p.infos.died(old);
                 }
+                p.infos.born(info);
                 e.u64(u64::from(info) << 2 | OP_ALLOC);
             } else {
                 match p.live.remove(ev.addr) {
-                    Some(info) => e.u64(u64::from(info) << 2 | OP_FREE),
+                    Some(info) => {
+                        p.infos.died(info);
+                        e.u64(u64::from(info) << 2 | OP_FREE)
+                    }
                     None if p.untracked => {
                         e.u64(ESC_FREE_ADDR << 2 | OP_ESCAPE);
                         e.u64(ev.addr);
@@ -334,14 +355,11 @@ impl HeapEncoder {
         self.events += 1;
         let mut e = Enc::new(&mut self.body);
         let p = self.procs.entry(pid).or_default();
-        let next = p.infos.len() as u32;
-        let info = *p.infos.entry((size, stack)).or_insert(next);
-        if info == next {
-            e.u64(ESC_INFO << 2 | OP_ESCAPE);
-            e.u64(size);
-            e.u64(stack);
+        let info = announce(&mut e, &mut p.infos, size, stack, self.info_limit);
+        if let Some(old) = p.live.insert(addr, info) {
+            p.infos.died(old);
         }
-        p.live.insert(addr, info);
+        p.infos.born(info);
         e.u64(ESC_CARRIED << 2 | OP_ESCAPE);
         e.u64(u64::from(info) << 2 | OP_ALLOC);
     }
@@ -353,14 +371,10 @@ impl HeapEncoder {
     pub fn take_live(&mut self) -> LiveSet {
         let mut out = Vec::with_capacity(self.procs.len());
         for (pid, p) in self.procs.drain() {
-            let mut infos = vec![(0, 0); p.infos.len()];
-            for (&key, &i) in &p.infos {
-                infos[i as usize] = key;
-            }
             let blocks = p
                 .live
                 .iter()
-                .filter_map(|(addr, i)| infos.get(i as usize).map(|&(s, st)| (addr, s, st)))
+                .filter_map(|(addr, i)| p.infos.key(i).map(|(s, st)| (addr, s, st)))
                 .collect();
             out.push((pid, blocks));
         }
@@ -399,6 +413,24 @@ impl HeapEncoder {
 }
 
 pub use crate::heap_decode::HeapDecoder;
+
+/// The index of (`size`, `stack`) in `infos`, announced in `e` when new or taken over.
+fn announce(e: &mut Enc<'_>, infos: &mut InfoTable, size: u64, stack: u64, limit: usize) -> u32 {
+    let interned = infos.intern(size, stack, limit);
+    match interned {
+        Interned::Known(_) => {}
+        Interned::New(_) => e.u64(ESC_INFO << 2 | OP_ESCAPE),
+        Interned::Again(i) => {
+            e.u64(ESC_INFO_AGAIN << 2 | OP_ESCAPE);
+            e.u64(i.into());
+        }
+    }
+    if !matches!(interned, Interned::Known(_)) {
+        e.u64(size);
+        e.u64(stack);
+    }
+    interned.index()
+}
 
 #[cfg(test)]
 #[path = "heap_stream_tests.rs"]

@@ -35,17 +35,20 @@ fn observe(records: &[Record]) -> Vec<Seen> {
 
 /// Encodes `events` (with `forget` of a pid where a `None` stands) and decodes them back.
 fn round_trip(events: &[(Option<Record>, u32)]) -> (Vec<Record>, usize) {
-    round_trip_limited(events, DEFAULT_LIVE_LIMIT).0
+    round_trip_limited(events, DEFAULT_LIVE_LIMIT, usize::MAX).0
 }
 
-/// [`round_trip`] with the writer tracking at most `limit` live blocks; also returns how many
-/// it untracked and did not see freed.
+/// [`round_trip`] with the writer tracking at most `limit` live blocks and taking over unused
+/// info indexes past `infos`; also returns how many blocks it untracked and the info indexes
+/// of pid 20 at the end.
 fn round_trip_limited(
     events: &[(Option<Record>, u32)],
     limit: usize,
-) -> ((Vec<Record>, usize), u64) {
+    infos: usize,
+) -> ((Vec<Record>, usize), (u64, usize)) {
     let mut enc = HeapEncoder::default();
     enc.set_live_limit(limit);
+    enc.set_info_limit(infos);
     let mut dec = HeapDecoder::default();
     let mut out = Vec::new();
     let mut record = Vec::new();
@@ -85,7 +88,8 @@ fn round_trip_limited(
         }
     }
     drain(&mut enc, &mut out);
-    ((out, bytes), enc.take_untracked())
+    let infos = enc.infos(20);
+    ((out, bytes), (enc.take_untracked(), infos))
 }
 
 fn alloc(pid: u32, tid: u32, time: u64, addr: u64, size: u64, stack: u64) -> Option<Record> {
@@ -182,10 +186,15 @@ fn a_writer_past_its_live_limit_loses_nothing() {
     // Allocations at free addresses, as an allocator hands them out when every free is seen.
     let events = workload_of(false);
     // The workload holds up to about 2,800 live blocks: a limit of 256 untracks most.
-    let ((out, bytes), untracked) = round_trip_limited(&events, 256);
+    let ((out, bytes), (untracked, _)) = round_trip_limited(&events, 256, usize::MAX);
     same_as_by_address(&events, &out, false);
-    let ((_, unlimited), _) = round_trip_limited(&events, usize::MAX);
+    let ((_, unlimited), (_, all_infos)) = round_trip_limited(&events, usize::MAX, usize::MAX);
     assert!(untracked > 1000, "{untracked}");
+    // The workload's 48 (size, stack) pairs in 8 indexes, taken over as blocks come and go
+    // (pid 20 has about 60 live blocks: at times more pairs are live than 8).
+    let ((out, _), (_, infos)) = round_trip_limited(&events, 256, 8);
+    same_as_by_address(&events, &out, false);
+    assert!(infos < all_infos, "{infos} info indexes of {all_infos}");
     // Frees of untracked blocks carry their address: larger, not unbounded.
     assert!(
         bytes > unlimited && bytes < unlimited * 4,

@@ -28,6 +28,7 @@ pub mod callchain;
 pub mod codec;
 mod heap_batch;
 mod heap_decode;
+mod heap_infos;
 mod heap_stream;
 mod int_map;
 mod live_map;
