@@ -15,8 +15,16 @@ Wall time and CPU time (user+sys) of the whole process tree, the profiler's own 
 included. Slowdown = median(tool) / median(base) - 1, wall and CPU; then sampled's slowdown
 against exact's and heaptrack's, as ratios.
 
+With --instructions, instead: each program once alone and once under each rec mode, the
+program run by valgrind's callgrind, which counts the instructions it executes (its own, the
+C library's and the interposer's; not rec's): a measure of the per-call cost that the
+machine's noise does not touch. rec's own work is left out; in sampled mode it handles a few
+thousand events a run (a 5 s `sleep` under rec costs it 0.02 s of CPU in all).
+
 Usage: bench/heap_sample.py [--runs N] [--sample BYTES] [--only lua|sqlite3|ninja]
-(run via bench/run.sh heapsample; needs heaptrack; rec and hostside from scripts/env.sh)
+                            [--instructions]
+(run via bench/run.sh heapsample; needs heaptrack, and valgrind for --instructions; rec and
+hostside from scripts/env.sh)
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -59,11 +67,44 @@ def command(config, work, out, sample):
     }[config]
 
 
+def instructions(config, work, m, sample, env, tmp):
+    """Instructions the program executes under `config` (callgrind's total)."""
+    cg = os.path.join(tmp, f"callgrind-{config}")
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cg}"] + work
+    run(command(config, valgrind, os.path.join(tmp, f"{config}.out"), sample), m["workdir"], env)
+    with open(cg) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    sys.exit(f"no instruction total in {cg}")
+
+
+def workloads(a):
+    """Each program asked for, built: (name, manifest, command line)."""
+    for name in [a.only] if a.only else PROGRAMS:
+        m, args = build(name)
+        yield name, m, [m["board"]] + PROGRAMS[name] + args
+
+
+def count_instructions(a, env):
+    print("| program | instructions alone | sampled | exact | sampled / alone - 1 | "
+          "exact / alone - 1 |")
+    print("|---|---|---|---|---|---|")
+    for name, m, work in workloads(a):
+        with tempfile.TemporaryDirectory() as tmp:
+            n = {c: instructions(c, work, m, a.sample, env, tmp)
+                 for c in ["base", "sampled", "exact"]}
+        print(f"| {name} | {n['base']:,} | {n['sampled']:,} | {n['exact']:,} | "
+              f"**{100 * (n['sampled'] / n['base'] - 1):+.2f}%** | "
+              f"{100 * (n['exact'] / n['base'] - 1):+.2f}% |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sample", default="512KiB")
     ap.add_argument("--only", choices=sorted(PROGRAMS))
+    ap.add_argument("--instructions", action="store_true")
     a = ap.parse_args()
     if not shutil.which("heaptrack"):
         sys.exit("heaptrack not found: apt-get install heaptrack")
@@ -71,12 +112,12 @@ def main():
     if "CROSSPROF_HEAP_LIB" not in env:
         lib = os.path.join(os.path.dirname(env["CROSSPROF_REC"]), "libcrossprof_heap.so")
         env["CROSSPROF_HEAP_LIB"] = lib
+    if a.instructions:
+        return count_instructions(a, env)
     print("| program | base wall / cpu | sampled slowdown wall / cpu | exact slowdown wall / cpu "
           "| heaptrack slowdown wall / cpu | sampled/exact, sampled/heaptrack (cpu) |")
     print("|---|---|---|---|---|---|")
-    for name in [a.only] if a.only else PROGRAMS:
-        m, args = build(name)
-        work = [m["board"]] + PROGRAMS[name] + args
+    for name, m, work in workloads(a):
         times = {c: [] for c in CONFIGS}
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(a.runs):

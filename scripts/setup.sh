@@ -11,7 +11,8 @@ set -euo pipefail
 # is Debian's server (and elfutils' client) the debuginfod tests fetch from, on a loopback
 # that iproute2's ip brings up in a private network namespace; nodejs and
 # linux-perf run the JIT-map test against perf. protoc
-# (protobuf-compiler) generates hostside's pprof types from the vendored profile.proto.
+# (protobuf-compiler) generates hostside's pprof types from the vendored profile.proto; the
+# heap tests also run it, a C++ program nobody here wrote, on libprotobuf-dev's .proto files.
 # valgrind's callgrind_annotate reads the Callgrind export back; hotspot (its perfparser,
 # headless, and the GUI on xvfb's virtual display, pictured by python3) reads the perf.data
 # export. strace -c -f and rt-tests' cyclictest are the peers of the system-call and
@@ -19,7 +20,8 @@ set -euo pipefail
 # `rec --heap -p`.
 pkgs=(gcc g++ binutils musl-tools file gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
     gcc-i686-linux-gnu libc6-dev-i386-cross gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
-    qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler debuginfod iproute2 nodejs
+    qemu-user-static heaptrack xz-utils libc6-dbg protobuf-compiler libprotobuf-dev debuginfod
+    iproute2 nodejs
     linux-perf valgrind hotspot xvfb python3 strace rt-tests gdb)
 [ "${CROSSPROF_BENCH:-0}" = 1 ] && pkgs+=(hyperfine)
 # shellcheck source=lib/apt.sh
