@@ -24,8 +24,13 @@
 //! sampling point take the path above; the others cost a thread-local subtraction, and a
 //! free a lock-free look-up in the set of sampled live blocks.
 //!
+//! Memory beyond malloc ([`mmap`]): the program's own anonymous `mmap`s, `munmap`s and
+//! `mremap`s are events too, with their stacks; the C library's allocator and thread stacks
+//! map memory through internal calls and are not among them.
+//!
 //! Non-goals: statically linked programs (nothing can be preloaded), custom allocators that
-//! do not go through the malloc family, `mmap` tracking.
+//! do not go through the malloc family (their chunks show as mappings when they call `mmap`
+//! by its symbol; the blocks they hand out inside are invisible).
 #![deny(missing_docs)]
 
 extern crate alloc;
@@ -38,10 +43,12 @@ mod freeres;
 mod got;
 mod hooks;
 mod lock;
+mod mmap;
 mod real;
 mod record;
 pub mod sample;
 mod stack;
+mod stats;
 mod sys;
 mod thread;
 mod transport;
