@@ -7,9 +7,10 @@
  *                 inside malloc: heap memory, never one of the program's mappings;
  *   map_file():   mmap and munmap of the program's own file: file-backed, never a mapping.
  * The program writes to the file named by its first argument its own VmRSS (from
- * /proc/self/status) with CLOCK_MONOTONIC times, before the map, after the touch, before the
- * unmap, after it and at the end ("rss NS KB"), and the times right after the 64 MiB map and
- * right after its unmap ("map NS", "unmap NS").
+ * /proc/self/status) with CLOCK_MONOTONIC times, before the map (after 700 ms of standing
+ * still), after the touch, before the unmap, after it and at the end (700 ms later)
+ * ("rss NS KB"), and the times right after the 64 MiB map and right after its unmap
+ * ("map NS", "unmap NS").
  * Usage: mmap_rss OUT [HOLD_MS]   (HOLD_MS defaults to 700)
  * Build: gcc -O2 -g; the board runs a stripped copy. */
 #define _GNU_SOURCE
@@ -106,7 +107,7 @@ int main(int argc, char **argv) {
     char *s = grow_block(map_small());
     memset(s, 2, 2 * SMALL);
     trim_block(s);
-    pause_ms(400);
+    pause_ms(700);
     note_rss();
     char *p = map_block();
     fprintf(out, "map %llu\n", (unsigned long long)now_ns());
@@ -117,7 +118,7 @@ int main(int argc, char **argv) {
     drop_block(p);
     fprintf(out, "unmap %llu\n", (unsigned long long)now_ns());
     note_rss();
-    pause_ms(400);
+    pause_ms(700);
     note_rss();
     fclose(out);
     return 0;

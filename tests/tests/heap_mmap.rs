@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crossprof_format::{MapOp, Record};
+use crossprof_tests::consumers::{html_page, page_row, report_check};
 use crossprof_tests::*;
 use serde_json::Value;
 
@@ -158,7 +159,7 @@ fn anonymous_mapping_site_size_lifetime_and_rss_split() {
     // RSS: every tick taken while the program's memory stood still is within 5% of its own
     // VmRSS readings around it; while the block was held, the split has it under anonymous.
     let phases = [
-        (t.rss[0].0 - 300_000_000, t.map, (t.rss[0].1, t.rss[0].1)),
+        (t.rss[0].0 - 600_000_000, t.map, (t.rss[0].1, t.rss[0].1)),
         (t.rss[1].0, t.rss[2].0, (t.rss[1].1, t.rss[2].1)),
         (t.rss[3].0, t.rss[4].0, (t.rss[3].1, t.rss[4].1)),
     ];
@@ -205,6 +206,10 @@ fn anonymous_mapping_site_size_lifetime_and_rss_split() {
                 .push(number(s, "anonymous_bytes"));
         }
     }
+    assert!(
+        (0..3).all(|i| anon.contains_key(&i)),
+        "split ticks in each phase: {anon:?}"
+    );
     let (before, held, after) = (&anon[&0], &anon[&1], &anon[&2]);
     for (&b, &h) in before.iter().zip(held) {
         assert!(
@@ -227,4 +232,68 @@ fn anonymous_mapping_site_size_lifetime_and_rss_split() {
         .find(|l| l.contains("map_block"))
         .expect("a row for map_block");
     assert!(line.contains("67.11 MB"), "{line}");
+
+    // The HTML page shows the same mappings and the split.
+    let page = html_page(&recording, &program.sysroot, "mmap_rss");
+    let r = report_check(&page, None);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{r:#}");
+    let row = page_row(&r["heap_mmap"], "map_block");
+    assert_eq!(row["bytes"], "67.11 MB", "{row}");
+    assert_eq!(
+        row["loc"],
+        format!("mmap_rss.c:{}", marker_line(&program.source, "map_block"))
+    );
+    assert_eq!(
+        page_row(&r["heap_mmap"], "grow_block")["leaked_bytes"],
+        "393.22 kB"
+    );
+    let chart = &r["rss_split_chart"];
+    assert_eq!(number(chart, "points"), splits.len() as u64, "{chart}");
+    let max_anon = splits.iter().map(|s| number(s, "anonymous_bytes")).max();
+    assert_eq!(Some(number(chart, "maxAnonymousBytes")), max_anon);
+}
+
+/// The 1 MiB mappings of a Python run (obmalloc's arenas since 3.10) and what remains of
+/// them under `PYTHONMALLOC=malloc`.
+fn python_arenas(tag: &str, pymalloc: bool) -> (u64, Value) {
+    let recording = scratch().join(format!("{tag}.zst"));
+    let script = "x = [object() for _ in range(300000)]\ndel x\n";
+    let mut cmd = std::process::Command::new(rec());
+    if !pymalloc {
+        cmd.env("PYTHONMALLOC", "malloc");
+    }
+    run_ok(
+        cmd.args(["--heap", "--no-cpu", "--out"])
+            .arg(&recording)
+            .args(["--", "python3", "-c", script]),
+    );
+    let report: Value = serde_json::from_str(&hostside_ok(&[
+        "report",
+        "--heap",
+        "--json",
+        recording.to_str().unwrap(),
+    ]))
+    .expect("valid JSON");
+    let mmap = report["heap"]["mmap"].clone();
+    let arenas = mmap["sites"]
+        .as_array()
+        .expect("heap.mmap.sites")
+        .iter()
+        .filter(|s| number(s, "bytes") == number(s, "mappings") * MIB)
+        .map(|s| number(s, "mappings"))
+        .sum();
+    (arenas, mmap)
+}
+
+/// A real program nobody here wrote that maps anonymous memory itself: CPython's object
+/// allocator takes its arenas with `mmap` (1 MiB each), which `malloc` never sees. 300,000
+/// objects of 16 bytes need at least 4 arenas; with `PYTHONMALLOC=malloc` every object goes
+/// through malloc and no arena is mapped.
+#[test]
+fn python_arenas_are_mappings_unless_pythonmalloc_is_malloc() {
+    let (arenas, mmap) = python_arenas("mmap_python", true);
+    assert!(arenas >= 4, "{mmap}");
+    assert!(number(&mmap, "peak_bytes") >= 4 * MIB, "{mmap}");
+    let (arenas, mmap) = python_arenas("mmap_python_malloc", false);
+    assert_eq!(arenas, 0, "{mmap}");
 }
