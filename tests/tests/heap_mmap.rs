@@ -297,3 +297,40 @@ fn python_arenas_are_mappings_unless_pythonmalloc_is_malloc() {
     let (arenas, mmap) = python_arenas("mmap_python_malloc", false);
     assert_eq!(arenas, 0, "{mmap}");
 }
+
+/// `rec --heap -p PID`: the attach rewrites the program's `mmap` and `munmap` call slots too,
+/// so a mapping made after the attach is recorded with its site, size and lifetime.
+#[test]
+fn an_attach_records_the_mappings_made_after_it() {
+    let program = build("mmap_rss.c", "mmap_rss_attach", &["-O2"]);
+    let recording = scratch().join("mmap_rss_attach.zst");
+    let readings = scratch().join("mmap_rss_attach.txt");
+    let mut child = std::process::Command::new(&program.board)
+        .arg(&readings)
+        .arg("1500")
+        .spawn()
+        .expect("start the program");
+    // The program stands still for 700 ms before it maps the 64 MiB block.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let pid = child.id().to_string();
+    let out = run_rec(&["--heap", "-p", &pid, "--out", recording.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(child.wait().expect("wait").success());
+    let t = truth(&readings);
+    let report = heap_report_json(&recording, &program.sysroot);
+    let big = site(&report, "map_block");
+    assert_eq!(
+        (
+            number(big, "mappings"),
+            number(big, "bytes"),
+            number(big, "unmapped")
+        ),
+        (1, BLOCK, 1)
+    );
+    let lifetime = number(big, "lifetime_max_ns");
+    assert!(lifetime.abs_diff(t.unmap - t.map) <= 20_000_000, "{big}");
+}

@@ -1,6 +1,8 @@
 //! `rec --heap`: receives each process's ring from the preloaded interposer, turns its events
-//! into `Alloc`/`Free`/`StackNode` records in ring order (which is the process's event order),
-//! adds the maps when perf cannot report them, and samples RSS.
+//! into `Alloc`/`Free`/`StackNode` records (and the program's own anonymous mappings into
+//! `AnonMap` records) in ring order (which is the process's event order), adds the maps when
+//! perf cannot report them, and samples RSS (with its split by kind of mapping,
+//! [`rss_split`]).
 //!
 //! Trace-tree ids: the interposer numbers nodes from 1 in each process image. After an exec
 //! the same pid starts again at 1, so rec offsets a later image's ids past the largest id
