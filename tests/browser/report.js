@@ -38,6 +38,9 @@ check(npmDir, reportPath, async (page, out) => {
   out.functions = await readTable(page, '#functions');
   out.heap_totals = await page.$eval('#heap-totals', e => e.textContent).catch(() => null);
   out.heap_sites = await readTable(page, '#heap-sites');
+  out.heap_mmap = await readTable(page, '#heap-mmap');
+  out.rss_split_chart = await page.$eval('#rss-split-chart', e => Object.fromEntries(Object.entries(e.dataset)
+    .map(([k, v]) => [k, Number(v)]))).catch(() => null);
   out.heap_chart = await page.$eval('#heap-chart', e => Object.fromEntries(Object.entries(e.dataset)
     .map(([k, v]) => [k, Number(v)]))).catch(() => null);
   out.offcpu_functions = await readTable(page, '#offcpu-functions');

@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::analysis::heap::sampled::StdErrors;
 use crate::analysis::heap::{HeapAnomalies, HeapProfile, TraceRow};
 use crate::frames::{Frame, FrameTable};
+use crate::output::heap_beyond::{mmap_json, rss_split_json, MmapJson, RssSplitJson};
 
 /// The heap section.
 #[derive(Serialize)]
@@ -51,6 +52,10 @@ pub struct HeapJson {
     /// above is an estimate: the sampling's mean and the totals' standard errors.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sampled: Option<SampledJson>,
+    /// The program's own anonymous mappings (memory beyond malloc).
+    pub mmap: MmapJson,
+    /// RSS by kind of mapping at the ticks `rec` took it (empty in older recordings).
+    pub rss_split: Vec<RssSplitJson>,
 }
 
 /// How a sampled recording was sampled, and the standard errors of the totals.
@@ -279,5 +284,7 @@ pub fn heap_json(p: &HeapProfile, top: usize, start: u64) -> HeapJson {
             samples: s.samples,
             stderr: stderr_json(&s.totals),
         }),
+        mmap: mmap_json(p, start),
+        rss_split: rss_split_json(p, start),
     }
 }

@@ -165,7 +165,7 @@ pub fn heap_report(
     }
     if t.allocations == 0 {
         writeln!(out, "\nNo heap allocations in this recording.")?;
-        return Ok(());
+        return crate::output::heap_beyond::text(out, p, top, start);
     }
 
     chart(out, p, start)?;
@@ -258,6 +258,7 @@ pub fn heap_report(
             )?;
         }
     }
+    crate::output::heap_beyond::text(out, p, top, start)?;
     crate::output::text::diagnostics(out, &ctx.diagnostics)
 }
 

@@ -137,6 +137,8 @@ pub fn collect(rec: &Recording) -> Info {
                 "lost"
             }
             Record::Rss(_) => "rss",
+            Record::AnonMap(_) => "anon_map",
+            Record::RssSplit(_) => "rss_split",
             Record::Blob(_) => "blob",
             Record::End(e) => {
                 exit_status = Some(e.exit_status);

@@ -8,6 +8,7 @@ pub mod event;
 pub mod export;
 pub mod flame;
 pub mod folded;
+pub mod heap_beyond;
 pub mod heap_json;
 pub mod heap_text;
 pub mod html;

@@ -166,6 +166,7 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
             let opts = HeapOptions {
                 window: o.window,
                 sample_mean: header.heap_sample_bytes,
+                page_size: u64::from(header.page_size),
                 ..opts
             };
             let mut h = HeapBuilder::new(processes, resolver, header.start_clock_ns, opts);

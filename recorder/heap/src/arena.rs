@@ -117,7 +117,7 @@ unsafe impl GlobalAlloc for Arena {
         let Some(c) = Self::class(layout) else {
             let len = layout.size().div_ceil(4096) * 4096;
             // SAFETY: the block was mapped on its own with this length.
-            unsafe { libc::munmap(ptr as *mut libc::c_void, len) };
+            unsafe { crate::sys::unmap(ptr as *mut libc::c_void, len) };
             return;
         };
         self.with(|s| {

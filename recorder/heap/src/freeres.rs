@@ -32,7 +32,7 @@ pub fn register() {
 }
 
 extern "C" fn at_exit() {
-    crate::record::print_stats();
+    crate::stats::print_stats();
     if !crate::record::active() {
         return;
     }

@@ -66,6 +66,10 @@ fn hook_for(name: &[u8]) -> Option<usize> {
         b"memalign" => hooks::attached_memalign as *const () as usize,
         b"valloc" => hooks::attached_valloc as *const () as usize,
         b"pvalloc" => hooks::attached_pvalloc as *const () as usize,
+        b"mmap" => crate::mmap::attached_mmap as *const () as usize,
+        b"mmap64" => crate::mmap::attached_mmap64 as *const () as usize,
+        b"munmap" => crate::mmap::attached_munmap as *const () as usize,
+        b"mremap" => crate::mmap::attached_mremap as *const () as usize,
         b"dlopen" => dlopen_hook as *const () as usize,
         _ => return None,
     })

@@ -58,6 +58,7 @@ macro_rules! hook {
         }
     };
 }
+pub(crate) use hook;
 
 hook! {
 /// `malloc`.

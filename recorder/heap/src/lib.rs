@@ -6,7 +6,8 @@
 //! Use it only through `rec --heap`; loaded without `rec` it forwards every call and records
 //! nothing. Constraints that shape it:
 //! - it runs inside `malloc`, so the hot path allocates nothing through `malloc` (its own
-//!   memory comes from `mmap`, see [`arena`]) and calls only async-signal-safe functions
+//!   memory comes from `mmap` system calls, see [`arena`], which never reach its own `mmap`
+//!   hook) and calls only async-signal-safe functions
 //!   (futexes, `clock_gettime`, plain stores), which is also what musl requires of a
 //!   replacement malloc; the one-time set-up (dlsym, dl_iterate_phdr, pthread_atfork, atexit)
 //!   runs at load time, except that an allocation made before it (by the initializer of a
@@ -24,8 +25,13 @@
 //! sampling point take the path above; the others cost a thread-local subtraction, and a
 //! free a lock-free look-up in the set of sampled live blocks.
 //!
+//! Memory beyond malloc (`mmap.rs`): the program's own anonymous `mmap`s, `munmap`s and
+//! `mremap`s are events too, with their stacks; the C library's allocator and thread stacks
+//! map memory through internal calls and are not among them.
+//!
 //! Non-goals: statically linked programs (nothing can be preloaded), custom allocators that
-//! do not go through the malloc family, `mmap` tracking.
+//! do not go through the malloc family (their chunks show as mappings when they call `mmap`
+//! by its symbol; the blocks they hand out inside are invisible).
 #![deny(missing_docs)]
 
 extern crate alloc;
@@ -38,10 +44,12 @@ mod freeres;
 mod got;
 mod hooks;
 mod lock;
+mod mmap;
 mod real;
 mod record;
 pub mod sample;
 mod stack;
+mod stats;
 mod sys;
 mod thread;
 mod transport;

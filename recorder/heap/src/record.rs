@@ -39,13 +39,13 @@ static HAVE_MODULES: AtomicBool = AtomicBool::new(false);
 static FORK_LOCKED: AtomicBool = AtomicBool::new(false);
 
 pub(crate) struct State {
-    producer: Option<Producer>,
+    pub(crate) producer: Option<Producer>,
     /// Connecting failed for good.
     off: bool,
     trie: Trie,
     modules: Option<Modules>,
     /// Whole unwinds remembered by their entry registers and the stack words they read.
-    memo: Memo,
+    pub(crate) memo: Memo,
     /// The trie generation the memo's ids belong to.
     memo_trie: u64,
     scratch: Scratch,
@@ -160,30 +160,6 @@ pub fn init() {
     LOCK.unlock();
 }
 
-/// With `CROSSPROF_HEAP_STATS` in the environment, writes the unwind memo's counters to
-/// stderr (one line, at exit): how often a stack was reused instead of unwound.
-pub fn print_stats() {
-    if sys::env("CROSSPROF_HEAP_STATS").is_none() {
-        return;
-    }
-    let tid = thread::tid();
-    LOCK.lock(tid);
-    // SAFETY: LOCK is held.
-    let s = unsafe { state() }.memo.stats;
-    LOCK.unlock();
-    let mut line = sys::Line::new();
-    line.push(b"crossprof-heap: unwind memo hits ");
-    line.num(s.hits);
-    line.push(b" misses ");
-    line.num(s.misses);
-    line.push(b" unstorable ");
-    line.num(s.unstorable);
-    line.push(b" loose ");
-    line.num(s.loose);
-    line.push(b"\n");
-    line.write(2);
-}
-
 /// Whether events are still being recorded in this process.
 pub fn active() -> bool {
     ACTIVE.load(Ordering::Acquire)
@@ -284,8 +260,18 @@ fn locked_event(
     at: stack::Entry,
     bounds: (usize, usize),
 ) {
-    if !HAVE_MODULES.load(Ordering::Acquire)
-        && k != kind::FREE
+    locked(tid, k != kind::FREE, |st, time| {
+        write(st, k, tid, time, old, addr, size, at, bounds)
+    });
+}
+
+/// Runs `write` (given the state and the event's time) under the lock with the ring
+/// connected and the parked events written around it, as every event does; `stack`: the
+/// event needs the module list. A `false` from `write` (rec is gone) stops recording.
+#[inline(always)]
+pub(crate) fn locked(tid: u32, stack: bool, write: impl FnOnce(&mut State, u64) -> bool) {
+    if stack
+        && !HAVE_MODULES.load(Ordering::Acquire)
         && crate::attach::setting(crossprof_heap_wire::ENV_SOCKET).is_some()
     {
         ensure_modules(tid);
@@ -299,7 +285,7 @@ fn locked_event(
         return;
     }
     let time = sys::now_ns();
-    let ok = write_pending(st) && write(st, k, tid, time, old, addr, size, at, bounds);
+    let ok = write_pending(st) && write(st, time);
     let ok = ok && write_pending(st);
     if !ok {
         stop(st);
@@ -327,8 +313,22 @@ fn write(
             .as_mut()
             .is_some_and(|p| p.free(tid, time, addr));
     }
+    match stack_of(st, tid, at, bounds) {
+        Ok(leaf) => finish_alloc(st, tid, time, old, addr, size, leaf),
+        Err(InternFailed) => false,
+    }
+}
+
+/// The trace-tree id of the stack of the hook entered at `at` (unwound, or found in the
+/// memo), sending the nodes that are new; 0 before the module list exists.
+pub(crate) fn stack_of(
+    st: &mut State,
+    tid: u32,
+    at: stack::Entry,
+    bounds: (usize, usize),
+) -> Result<u64, InternFailed> {
     let Some(m) = st.modules.as_mut() else {
-        return alloc_event(st, tid, time, old, addr, size, &[]);
+        return intern(&mut st.trie, &mut st.producer, tid, &[]);
     };
     if st.trie.generation() != st.memo_trie {
         st.memo.invalidate();
@@ -338,15 +338,12 @@ fn write(
     let found = stack::stack_id(at, m, &mut st.memo, &mut st.scratch, bounds, |ips| {
         intern(trie, producer, tid, ips)
     });
-    match found {
-        Ok((leaf, unknown)) => {
-            if unknown {
-                RESCAN.store(true, Ordering::Relaxed);
-            }
-            finish_alloc(st, tid, time, old, addr, size, leaf)
+    found.map(|(leaf, unknown)| {
+        if unknown {
+            RESCAN.store(true, Ordering::Relaxed);
         }
-        Err(InternFailed) => false,
-    }
+        leaf
+    })
 }
 
 /// Interns a stack (innermost first), sending the nodes that are new; its leaf id.

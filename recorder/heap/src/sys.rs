@@ -65,24 +65,55 @@ pub fn futex_wake_one(word: &AtomicU32) {
     };
 }
 
-/// Anonymous private memory, zeroed, or null.
+/// Anonymous private memory, zeroed, or null. A system call, not the C library's `mmap`:
+/// that name binds to the interposer's own hook (`crate::mmap`), and the interposer's
+/// memory is not the program's.
 pub fn map_anon(bytes: usize) -> *mut u8 {
-    // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
+    let p = raw_mmap(
+        core::ptr::null_mut(),
+        bytes,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+        -1,
+        0,
+    );
     if p == libc::MAP_FAILED {
         core::ptr::null_mut()
     } else {
         p as *mut u8
     }
+}
+
+/// `mmap` as a system call (offset in bytes, a multiple of 4096 on 32-bit targets, whose
+/// `mmap2` takes 4096-byte units); `MAP_FAILED` with errno set on failure. Signal-safe.
+pub fn raw_mmap(
+    addr: *mut libc::c_void,
+    len: usize,
+    prot: i32,
+    flags: i32,
+    fd: i32,
+    offset: u64,
+) -> *mut libc::c_void {
+    #[cfg(target_pointer_width = "32")]
+    let (nr, off) = (libc::SYS_mmap2, (offset / 4096) as libc::c_long);
+    #[cfg(target_pointer_width = "64")]
+    let (nr, off) = (libc::SYS_mmap, offset as libc::c_long);
+    // SAFETY: the kernel checks every argument; the caller owns what it maps over.
+    let r = unsafe { libc::syscall(nr, addr, len, prot, flags, fd, off) };
+    if r == -1 {
+        libc::MAP_FAILED
+    } else {
+        r as *mut libc::c_void
+    }
+}
+
+/// `munmap` as a system call (see [`map_anon`] for why): 0 or -1 with errno set.
+///
+/// # Safety
+/// Nothing may use the range afterwards.
+pub unsafe fn unmap(addr: *mut libc::c_void, len: usize) -> i32 {
+    // SAFETY: per the function's contract.
+    unsafe { libc::syscall(libc::SYS_munmap, addr, len) as i32 }
 }
 
 /// Reads a NUL-terminated environment variable without allocating (getenv is not

@@ -74,7 +74,7 @@ impl Producer {
                 libc::close(fd);
                 return Err(NoRing::Sys(e));
             }
-            let base = libc::mmap(
+            let base = crate::sys::raw_mmap(
                 core::ptr::null_mut(),
                 map_bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
@@ -95,7 +95,7 @@ impl Producer {
             let sent = send_hello(name, fd, map_bytes);
             libc::close(fd);
             if let Err(e) = sent {
-                libc::munmap(base, map_bytes);
+                crate::sys::unmap(base, map_bytes);
                 return Err(NoRing::Sys(e));
             }
             Ok(Producer {
@@ -150,6 +150,12 @@ impl Producer {
     /// Sends a new trace-tree node.
     pub fn node(&mut self, tid: u32, id: u64, parent: u64, ip: u64) -> bool {
         self.long(kind::NODE, tid, [id, parent, ip])
+    }
+
+    /// Records one of the program's own anonymous mappings, an unmap or a remap
+    /// ([`kind::MMAP`], [`kind::MUNMAP`], [`kind::MREMAP`]; see `crate::mmap`).
+    pub fn mapping<const N: usize>(&mut self, k: u8, tid: u32, time: u64, words: [u64; N]) -> bool {
+        self.context(tid, time) && self.long(k, tid, words)
     }
 
     /// Tells rec that the modules changed.

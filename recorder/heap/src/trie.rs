@@ -63,7 +63,7 @@ impl Trie {
         if !self.table.is_null() {
             // SAFETY: the table was mapped with this size by `map`.
             unsafe {
-                libc::munmap(
+                crate::sys::unmap(
                     self.table as *mut libc::c_void,
                     self.cap * core::mem::size_of::<Entry>(),
                 )

@@ -6,11 +6,12 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use crate::analysis::cpu::StackAddress;
+use crate::analysis::heap::mapped::MappingCounts;
 use crate::analysis::heap::sampled::{Estimate, Sampled};
 use crate::analysis::heap::stream::{unknown_stack_frame, State};
-use crate::analysis::heap::trace_tree::TraceId;
+use crate::analysis::heap::trace_tree::{TraceId, EMPTY_TRACE};
 use crate::analysis::heap::{
-    HeapCounts, HeapProfile, LargeAllocation, SiteRow, TraceRow, BUILTIN_SUPPRESSIONS,
+    HeapCounts, HeapProfile, LargeAllocation, MappingRow, SiteRow, TraceRow, BUILTIN_SUPPRESSIONS,
     OPERATOR_NEW, STOP_FUNCTIONS,
 };
 use crate::frames::{Frame, FrameId};
@@ -18,8 +19,15 @@ use crate::frames::{Frame, FrameId};
 impl State<'_> {
     /// Sums up: the profile.
     pub(super) fn finish(mut self) -> HeapProfile {
+        // The mappings' stacks become traces before the frames of every trace are resolved.
+        let (mapped, mapping_totals) = std::mem::take(&mut self.mappings).finish();
+        let mapped: Vec<_> = mapped
+            .into_iter()
+            .map(|((space, id), c)| (space.0, self.tree.trace(space, id, self.processes), c))
+            .collect();
         self.resolve_all();
         let unknown = self.table.intern(unknown_stack_frame());
+        let mappings = self.mapping_rows(mapped, unknown);
         let epoch = self.epoch;
         let mut suppressed_patterns: Vec<&str> = Vec::new();
         if self.opts.suppressions {
@@ -223,6 +231,9 @@ impl State<'_> {
             .map(|log| log.cells(|t| trace_row.get(&t).copied()))
             .unwrap_or_default();
         HeapProfile {
+            mappings,
+            mapping_totals,
+            rss_split: std::mem::take(&mut self.rss_split).finish(),
             slices,
             timeline,
             timeline_start,
@@ -245,6 +256,26 @@ impl State<'_> {
     /// The frames shown for a trace (from its site outward, up to a stop function), the return
     /// addresses they came from, and whether a suppression pattern matches anywhere on its
     /// full stack.
+    /// The mappings' rows: each stack's frames.
+    fn mapping_rows(
+        &self,
+        mapped: Vec<(u32, TraceId, MappingCounts)>,
+        unknown: FrameId,
+    ) -> Vec<MappingRow> {
+        mapped
+            .into_iter()
+            .map(|(pid, t, counts)| MappingRow {
+                pid,
+                frames: if t == EMPTY_TRACE {
+                    vec![unknown]
+                } else {
+                    self.display_frames(t, &[], unknown).0
+                },
+                counts,
+            })
+            .collect()
+    }
+
     fn display_frames(
         &self,
         t: TraceId,

@@ -28,6 +28,8 @@
 //! [`trace_tree`] (canonical stacks), [`rules`] and [`live`] (heaptrack's counting rules over
 //! the live blocks of one address space), [`timeline`] (heap and RSS over time), [`slices`] (allocations by time slice, on request), [`finish`]
 //! (sites, traces and totals) into a [`HeapProfile`] ([`profile`]); [`diff`] compares two.
+//! Memory beyond malloc: [`mapped`] counts the program's own anonymous mappings by stack, and
+//! [`rss_split`] keeps RSS by kind of mapping over time.
 //! On request, [`events`] logs allocations and frees at their times (bounded, sampled by a
 //! stated rule) for the exports that show each one.
 
@@ -35,7 +37,9 @@ pub mod diff;
 pub mod events;
 pub mod finish;
 pub mod live;
+pub mod mapped;
 pub mod profile;
+pub mod rss_split;
 pub mod rules;
 pub mod sampled;
 pub mod slices;
@@ -46,7 +50,7 @@ pub mod trace_tree;
 pub use events::{EventSampling, HeapEvent, HeapEvents};
 pub use profile::{
     HeapAnomalies, HeapCounts, HeapCutShort, HeapMetric, HeapProfile, HeapTotals, LargeAllocation,
-    Metric, SiteRow, TraceRow,
+    MappingRow, Metric, SiteRow, TraceRow,
 };
 
 use crossprof_format::{Item, Record};
@@ -112,6 +116,8 @@ pub struct HeapOptions {
     /// The recording's `heap_sample_bytes` (0: exact): a sampled recording's counts are
     /// estimates ([`sampled`]).
     pub sample_mean: u64,
+    /// The board's page size, which mappings are rounded to ([`mapped`]).
+    pub page_size: u64,
 }
 
 impl Default for HeapOptions {
@@ -123,6 +129,7 @@ impl Default for HeapOptions {
             events: EventSampling::OFF,
             slices: None,
             sample_mean: 0,
+            page_size: 4096,
         }
     }
 }

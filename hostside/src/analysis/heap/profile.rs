@@ -5,6 +5,7 @@ use crossprof_heap_wire::cut_short;
 
 use crate::analysis::cpu::StackAddress;
 use crate::analysis::heap::events::HeapEvents;
+use crate::analysis::heap::mapped::{MappingCounts, MappingTotals};
 use crate::analysis::heap::sampled::{Sampled, StdErrors};
 use crate::analysis::heap::timeline::Bucket;
 use crate::analysis::heap::trace_tree::TreeAnomalies;
@@ -38,6 +39,17 @@ pub struct HeapTotals {
     /// segment): counted live, never as allocations; several per block when read across
     /// segments.
     pub carried_blocks: u64,
+}
+
+/// The mappings one stack made (see [`crate::analysis::heap::mapped`]).
+#[derive(Debug, Clone)]
+pub struct MappingRow {
+    /// Process id.
+    pub pid: u32,
+    /// Frames from the caller of `mmap` outward, innermost first (inlined frames included).
+    pub frames: Vec<FrameId>,
+    /// Its counts.
+    pub counts: MappingCounts,
 }
 
 /// Counts shared by sites and traces.
@@ -214,6 +226,14 @@ pub struct HeapProfile {
     /// Allocations and frees at their times, when the analysis was asked for them
     /// ([`crate::analysis::heap::HeapOptions::events`]).
     pub events: Option<HeapEvents>,
+    /// The program's own anonymous mappings by stack ([`crate::analysis::heap::mapped`]), in
+    /// the order of their first mapping.
+    pub mappings: Vec<MappingRow>,
+    /// Their totals.
+    pub mapping_totals: MappingTotals,
+    /// RSS by kind of mapping at the ticks `rec` took it, in time order (thinned on long runs,
+    /// see [`crate::analysis::heap::rss_split`]).
+    pub rss_split: Vec<crossprof_format::RssSplit>,
     /// Set when the recording was sampled (`rec --heap-sample`): every count and byte
     /// figure is then an estimate ([`crate::analysis::heap::sampled`]).
     pub sampled: Option<Sampled>,

@@ -10,6 +10,8 @@ use crossprof_format::{Alloc, Free, Item, Record};
 use rustc_hash::FxHashMap;
 
 use crate::analysis::heap::events::EventLog;
+use crate::analysis::heap::mapped::Mappings;
+use crate::analysis::heap::rss_split::SplitLog;
 use crate::analysis::heap::rules::{Block, SpaceHeap};
 use crate::analysis::heap::sampled::{Estimate, Weights};
 use crate::analysis::heap::slices::SliceLog;
@@ -96,6 +98,10 @@ pub(super) struct State<'a> {
     pub(super) slices: Option<SliceLog>,
     /// How recorded allocations are weighed, in a sampled recording (`None`: exact).
     pub(super) weights: Option<Weights>,
+    /// The program's own anonymous mappings.
+    pub(super) mappings: Mappings,
+    /// RSS by kind of mapping over time.
+    pub(super) rss_split: SplitLog,
 }
 
 impl<'a> State<'a> {
@@ -136,6 +142,8 @@ impl<'a> State<'a> {
             log: EventLog::new(opts.events),
             slices: opts.slices.map(SliceLog::new),
             weights: Weights::of(opts.sample_mean),
+            mappings: Mappings::new(opts.page_size),
+            rss_split: SplitLog::default(),
         }
     }
 }
@@ -213,7 +221,7 @@ impl State<'_> {
     /// Whether [`State::record`] reads `r` though it is no heap event or trace-tree node.
     pub(super) fn reads_metadata(r: &Record) -> bool {
         match r {
-            Record::Rss(_) | Record::End(_) => true,
+            Record::Rss(_) | Record::End(_) | Record::AnonMap(_) | Record::RssSplit(_) => true,
             Record::Exit(t) => t.pid == t.tid,
             Record::Lost(l) => l.kind == "heap",
             _ => false,
@@ -238,7 +246,38 @@ impl State<'_> {
             }
             Record::Lost(l) if l.kind == "heap" => self.lost = self.lost.saturating_add(l.count),
             Record::End(e) => self.end_time = Some(e.time),
+            Record::AnonMap(m) => self.anon_map(&m),
+            Record::RssSplit(r) if self.opts.window.keeps_process(r.time, r.pid) => {
+                self.rss_split.push(r)
+            }
             _ => {}
+        }
+    }
+
+    /// One of the program's `mmap`, `munmap` or `mremap` calls ([`Mappings`]): a map counts
+    /// when the selection keeps its thread, an unmap when it keeps its process.
+    fn anon_map(&mut self, m: &crossprof_format::AnonMap) {
+        use crossprof_format::MapOp;
+        let keeps = match m.op {
+            MapOp::Unmap => self.opts.window.keeps_process(m.time, m.pid),
+            _ => self.opts.window.keeps(m.time, m.pid, m.tid),
+        };
+        if !keeps {
+            return;
+        }
+        let space = self.space(m.pid, m.time);
+        let stack = (space, m.stack);
+        match m.op {
+            MapOp::Map => self.mappings.map(space, m.addr, m.len, stack, m.time),
+            MapOp::Unmap => {
+                self.mappings.unmap(space, m.addr, m.len, m.time);
+            }
+            MapOp::Remap => {
+                let (old, old_len) = (m.old_addr, m.old_len);
+                self.mappings
+                    .remap(space, old, old_len, m.addr, m.len, stack, m.time)
+            }
+            MapOp::Unknown(_) => {}
         }
     }
 

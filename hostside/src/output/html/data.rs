@@ -12,6 +12,7 @@ use crate::analysis::thread_timeline::ThreadTimeline;
 use crate::diagnostics::Diagnostic;
 use crate::frames::{FrameId, FrameTable};
 use crate::output::context::ReportContext;
+use crate::output::heap_beyond::{mmap_json, rss_split_json, MmapSiteJson, RssSplitJson};
 use crate::output::html::Profiles;
 use crate::output::latency;
 
@@ -183,6 +184,11 @@ pub struct Heap {
     pub cell_bytes: Vec<u64>,
     /// See `cell_stack`.
     pub cell_temporary: Vec<u64>,
+    /// The program's own anonymous mappings by stack, as `report --heap --json` gives them
+    /// (`heap.mmap.sites`).
+    pub mmap: Vec<MmapSiteJson>,
+    /// RSS by kind of mapping at rec's ticks (`heap.rss_split`).
+    pub rss_split: Vec<RssSplitJson>,
 }
 
 /// Builds the tables of a frame table's stacks.
@@ -496,5 +502,7 @@ fn heap_data(p: &HeapProfile, start: u64, threads: &HashMap<(u32, u32), u32>) ->
         cell_count: p.slices.iter().map(|c| c.allocations).collect(),
         cell_bytes: p.slices.iter().map(|c| c.bytes).collect(),
         cell_temporary: p.slices.iter().map(|c| c.temporary).collect(),
+        mmap: mmap_json(p, start).sites,
+        rss_split: rss_split_json(p, start),
     }
 }

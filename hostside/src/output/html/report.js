@@ -4,7 +4,7 @@
 // data and runs the page; window.crossprof exposes the state for tests.
 'use strict';
 (function () {
-  const {data: D, el: $, pct, bytes, secs} = crossprofPage;
+  const {data: D, el: $, pct, bytes, secs, short} = crossprofPage;
   const S = {from: null, to: null, thread: null, func: null, sortKey: 'self', zoom: [], search: '',
     heapCost: 4, heapZoom: [], offZoom: []};
   let render = () => {};
@@ -351,6 +351,54 @@
       $('div', {id: 'heap-flame'}, flame(T, w, S.heapZoom, z => { S.heapZoom = z; render(); })));
   }
 
+  // Memory beyond malloc: the program's own anonymous mappings by stack (the report's
+  // heap.mmap.sites), and RSS by kind of mapping at rec's smaps ticks (heap.rss_split), stacked
+  // on the timeline's time axis: heap, stacks, anonymous, file-backed from the bottom up.
+  function beyondViews(app) {
+    const H = D.heap;
+    if (H.mmap.length) {
+      app.append($('h2', {}, 'Memory beyond malloc: the program\'s own anonymous mappings'));
+      app.append($('div', {id: 'heap-mmap'}, sortable([
+        {key: 'mappings', title: 'Mappings', show: r => r.mappings},
+        {key: 'bytes', title: 'Mapped', show: r => bytes(r.bytes)},
+        {key: 'peak_bytes', title: 'Peak', show: r => bytes(r.peak_bytes)},
+        {key: 'leaked_bytes', title: 'Still mapped at the end', show: r => bytes(r.leaked_bytes)},
+        {key: 'life', title: 'Lifetime (mean)', show: r => (r.unmapped ? secs(r.life) : 'never unmapped')},
+        {key: 'name', title: 'Function', cls: 'name'}, {key: 'loc', title: 'Location', cls: 'name'}],
+      H.mmap.map(m => ({mappings: m.mappings, bytes: m.bytes, peak_bytes: m.peak_bytes, leaked_bytes: m.leaked_bytes,
+        unmapped: m.unmapped, life: m.lifetime_mean_ns, name: m.function,
+        loc: m.file ? `${short(m.file)}:${m.line}` : short(m.module)})), 'bytes')));
+    }
+    if (!H.rss_split.length) return;
+    // One point per tick, the processes' values summed.
+    const ticks = new Map();
+    for (const p of H.rss_split) {
+      const t = ticks.get(p.time_ns) || [0, 0, 0, 0];
+      [p.heap_bytes, p.stack_bytes, p.anonymous_bytes, p.file_bytes].forEach((v, k) => { t[k] += v; });
+      ticks.set(p.time_ns, t);
+    }
+    const pts = [...ticks.entries()].sort((a, b) => a[0] - b[0]);
+    const W = 1000, Hh = 120, span = Math.max(1, D.duration_ns, pts[pts.length - 1][0]);
+    const max = Math.max(1, ...pts.map(([, v]) => v[0] + v[1] + v[2] + v[3]));
+    const x = ns => (W * ns / span).toFixed(2), y = v => (Hh - Hh * v / max).toFixed(2);
+    const kinds = [['heap', '#e76f51'], ['stacks', '#2a9d8f'], ['anonymous', '#264653'], ['file-backed', '#e9c46a']];
+    let lines = '';
+    kinds.forEach(([, color], k) => {
+      const sum = v => v.slice(0, k + 1).reduce((a, b) => a + b, 0);
+      lines += `<polyline fill="none" stroke="${color}" stroke-width="2" vector-effect="non-scaling-stroke" points="${pts.map(([t, v]) => `${x(t)},${y(sum(v))}`).join(' ')}"/>`;
+    });
+    const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+    svg.setAttribute('viewBox', `0 0 ${W} ${Hh}`); svg.setAttribute('width', '100%'); svg.setAttribute('height', Hh);
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.id = 'rss-split-chart';
+    // For tests and scripts: the ticks drawn and the highest of each kind.
+    Object.assign(svg.dataset, {points: pts.length, maxRssBytes: max,
+      maxAnonymousBytes: Math.max(...pts.map(([, v]) => v[2])), maxHeapBytes: Math.max(...pts.map(([, v]) => v[0]))});
+    svg.innerHTML = lines;
+    app.append($('div', {id: 'rss-split-legend'}, `RSS by kind of mapping (highest ${bytes(max)}; from the bottom: `,
+      ...kinds.map(([name, color]) => $('span', {style: `color:${color}`}, ` ${name} `)), ')'), svg);
+  }
+
   // Where threads waited (rec --off-cpu): nanoseconds per function and a flame graph, of the
   // waits inside the timeline's selection (cut at its edges) and of the selected thread.
   function offCpuViews(app) {
@@ -385,7 +433,7 @@
         (D.threads.some(t => (t.worst || []).length) ? '; ▼ worst wakeups (hover: how late, what ran instead)' : '')), timeline());
     }
     if (D.samples > 0) cpuViews(app);
-    if (D.heap) heapViews(app);
+    if (D.heap) { heapViews(app); beyondViews(app); }
     if (D.off_cpu) offCpuViews(app);
   }
   render = crossprofPage.run(S, draw);

@@ -6,11 +6,13 @@
 //!
 //! Each record family keeps its types with their encoding and decoding side by side:
 //! [`run`] (header, end, losses, images), [`task`] (names, tasks, mappings, RSS), [`sample`]
-//! (CPU samples, context switches) and [`heap`] (allocations, frees, trace-tree nodes).
+//! (CPU samples, context switches), [`heap`] (allocations, frees, trace-tree nodes) and
+//! [`memory`] (the program's anonymous mappings, RSS by kind of mapping).
 
 mod event_sample;
 mod heap;
 mod jit;
+mod memory;
 mod run;
 mod sample;
 mod task;
@@ -19,6 +21,7 @@ mod thread_state;
 pub use event_sample::EventSample;
 pub use heap::{Alloc, Free, StackNode};
 pub use jit::{is_jitdump, JitMap};
+pub use memory::{AnonMap, MapOp, RssSplit};
 pub use run::{Blob, End, Header, Lost};
 pub use sample::{Sample, Switch};
 pub use task::{Comm, Mmap, Rss, Task};
@@ -155,6 +158,10 @@ pub enum Record {
     JitMap(JitMap),
     /// See [`ThreadState`].
     ThreadState(ThreadState),
+    /// See [`AnonMap`].
+    AnonMap(AnonMap),
+    /// See [`RssSplit`].
+    RssSplit(RssSplit),
     /// A record with a tag this reader does not know.
     Unknown(u8),
 }
@@ -186,6 +193,8 @@ pub(crate) mod tag {
     /// never handed out.
     pub const BULK_RUN: u8 = 19;
     pub const THREAD_STATE: u8 = 20;
+    pub const ANON_MAP: u8 = 21;
+    pub const RSS_SPLIT: u8 = 22;
 }
 
 /// Bytes left for the payload's length before the payload is encoded: a length of 128 to
@@ -271,6 +280,14 @@ impl Record {
                 t.encode(e);
                 tag::THREAD_STATE
             }
+            Record::AnonMap(m) => {
+                m.encode(e);
+                tag::ANON_MAP
+            }
+            Record::RssSplit(r) => {
+                r.encode(e);
+                tag::RSS_SPLIT
+            }
             Record::Unknown(t) => *t,
         }
     }
@@ -324,6 +341,8 @@ impl Record {
             tag::EVENT_SAMPLE => Record::EventSample(EventSample::decode(d, opts.sample_stacks)?),
             tag::JIT_MAP => Record::JitMap(JitMap::decode(d)?),
             tag::THREAD_STATE => Record::ThreadState(ThreadState::decode(d)?),
+            tag::ANON_MAP => Record::AnonMap(AnonMap::decode(d)?),
+            tag::RSS_SPLIT => Record::RssSplit(RssSplit::decode(d)?),
             other => Record::Unknown(other),
         })
     }

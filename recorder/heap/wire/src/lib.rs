@@ -45,7 +45,7 @@ pub const ENV_REC_PID: &str = "CROSSPROF_REC_PID";
 pub const ENV_SAMPLE: &str = "CROSSPROF_HEAP_SAMPLE";
 
 /// First word of the ring header and of the hello message.
-pub const MAGIC: u64 = 0x3270_6165_6870_7863; // "cxphea" + version digit 2
+pub const MAGIC: u64 = 0x3370_6165_6870_7863; // "cxphea" + version digit 3
 /// Bytes of the header page before the data area.
 pub const HEADER_BYTES: usize = 4096;
 /// Default data-area size: 2 MiB, about 60,000 allocation/free pairs; `rec` drains every
@@ -160,12 +160,25 @@ pub mod kind {
     pub const TIME: u8 = 6;
     /// The thread of the events that follow (in the header word): no payload.
     pub const THREAD: u8 = 7;
+    /// The program mapped anonymous private memory with `mmap` (not the allocator, not the
+    /// interposer): `addr, len, stack`.
+    pub const MMAP: u8 = 8;
+    /// The program unmapped a range with `munmap` (any mapping: `rec` and the host keep only
+    /// the part that was a tracked [`MMAP`]): `addr, len`.
+    pub const MUNMAP: u8 = 9;
+    /// The program remapped a range with `mremap`: `old, old_len, new, new_len, stack`.
+    pub const MREMAP: u8 = 10;
 }
+
+/// Most payload words of any long event (a [`kind::MREMAP`]).
+pub const MAX_PAYLOAD_WORDS: usize = 5;
 
 /// Payload words of each long kind; `None` for kinds that do not exist.
 pub const fn payload_words(kind: u8) -> Option<usize> {
     match kind {
-        kind::ALLOC | kind::NODE => Some(3),
+        kind::ALLOC | kind::NODE | kind::MMAP => Some(3),
+        kind::MUNMAP => Some(2),
+        kind::MREMAP => Some(MAX_PAYLOAD_WORDS),
         kind::FREE | kind::MAPS | kind::TIME => Some(1),
         kind::PAD | kind::THREAD => Some(0),
         _ => None,

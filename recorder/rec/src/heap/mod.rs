@@ -1,6 +1,8 @@
 //! `rec --heap`: receives each process's ring from the preloaded interposer, turns its events
-//! into `Alloc`/`Free`/`StackNode` records in ring order (which is the process's event order),
-//! adds the maps when perf cannot report them, and samples RSS.
+//! into `Alloc`/`Free`/`StackNode` records (and the program's own anonymous mappings into
+//! `AnonMap` records) in ring order (which is the process's event order), adds the maps when
+//! perf cannot report them, and samples RSS (with its split by kind of mapping,
+//! [`rss_split`]).
 //!
 //! Trace-tree ids: the interposer numbers nodes from 1 in each process image. After an exec
 //! the same pid starts again at 1, so rec offsets a later image's ids past the largest id
@@ -22,11 +24,13 @@ pub mod carry;
 pub mod endpoint;
 pub mod preload;
 pub mod ring;
+pub mod rss_split;
 pub mod sample;
 
 use std::collections::{HashMap, HashSet};
 
-use crossprof_format::{Comm, HeapEvent, Lost, Record, Rss, StackNode, Task};
+use crossprof_format::{AnonMap, Comm, HeapEvent, Lost, MapOp, Record, Rss, StackNode, Task};
+use crossprof_heap_wire::kind;
 
 use crate::procfs;
 use endpoint::Endpoint;
@@ -82,6 +86,8 @@ pub struct Heap {
     bad_rings: u64,
     /// Heap events on their way to the writer (see `drain`).
     batch: Vec<HeapEvent>,
+    /// RSS by kind of mapping, at the RSS ticks its cost allows.
+    split: rss_split::Sampler,
 }
 
 /// Heap events handed to the writer at once.
@@ -100,6 +106,7 @@ impl Heap {
             lost: 0,
             bad_rings: 0,
             batch: Vec::with_capacity(BATCH),
+            split: rss_split::Sampler::default(),
         })
     }
 
@@ -191,20 +198,28 @@ impl Heap {
         }
     }
 
-    /// Writes an `Rss` record for each process with a ring.
+    /// Writes an `Rss` record for each process with a ring, and when due (see [`rss_split`])
+    /// an `RssSplit`.
     pub fn sample_rss(&mut self, emit: &mut dyn Emit) {
         let time = crate::clock::monotonic_ns();
         let mut seen = HashSet::new();
+        let mut pids = Vec::new();
         for c in &self.rings {
             if !seen.insert(c.pid) {
                 continue;
             }
+            pids.push(c.pid);
             if let Some(pages) = procfs::statm_resident(c.pid) {
                 emit.record(Record::Rss(Rss {
                     time,
                     pid: c.pid,
                     bytes: pages * self.page_size,
                 }));
+            }
+        }
+        if self.split.due() && !pids.is_empty() {
+            for s in self.split.take(&pids, time) {
+                emit.record(Record::RssSplit(s));
             }
         }
     }
@@ -281,6 +296,30 @@ impl Heap {
                 }
                 Event::Maps { time } if source == MapsSource::Procfs => {
                     write_maps(pid, time, p, emit);
+                }
+                Event::Mapping {
+                    kind: k,
+                    tid,
+                    time,
+                    words: w,
+                } => {
+                    let stack = |id: u64| if id == 0 { 0 } else { id + base };
+                    let (op, addr, len, old_addr, old_len, id) = match k {
+                        kind::MMAP => (MapOp::Map, w[0], w[1], 0, 0, w[2]),
+                        kind::MUNMAP => (MapOp::Unmap, w[0], w[1], 0, 0, 0),
+                        _ => (MapOp::Remap, w[2], w[3], w[0], w[1], w[4]),
+                    };
+                    emit.record(Record::AnonMap(AnonMap {
+                        time,
+                        pid,
+                        tid,
+                        op,
+                        addr,
+                        len,
+                        old_addr,
+                        old_len,
+                        stack: stack(id),
+                    }));
                 }
                 _ => {}
             }

@@ -6,8 +6,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use crossprof_heap_wire::{
-    kind, payload_words, RingHeader, Word, HEADER_BYTES, MAGIC, SHORT_SIZE_MAX, TAG_ALLOC,
-    TAG_FREE, TAG_LONG, TAG_MASK,
+    kind, payload_words, RingHeader, Word, HEADER_BYTES, MAGIC, MAX_PAYLOAD_WORDS, SHORT_SIZE_MAX,
+    TAG_ALLOC, TAG_FREE, TAG_LONG, TAG_MASK,
 };
 
 /// Largest data area accepted from a producer (it says its own size; rec maps what it says).
@@ -51,6 +51,17 @@ pub enum Event {
     Maps {
         /// Monotonic ns.
         time: u64,
+    },
+    /// A mapping event of the program's (`mmap`, `munmap`, `mremap`; see the wire crate).
+    Mapping {
+        /// [`kind::MMAP`], [`kind::MUNMAP`] or [`kind::MREMAP`].
+        kind: u8,
+        /// Thread.
+        tid: u32,
+        /// Monotonic ns.
+        time: u64,
+        /// The kind's payload words, zeros past them.
+        words: [u64; MAX_PAYLOAD_WORDS],
     },
 }
 
@@ -206,7 +217,7 @@ impl Ring {
                         ok = false;
                         break;
                     }
-                    let mut words = [0u64; 3];
+                    let mut words = [0u64; MAX_PAYLOAD_WORDS];
                     for (i, x) in words.iter_mut().enumerate().take(n) {
                         *x = self.word(tail + 8 * (i as u64 + 1));
                     }
@@ -231,6 +242,12 @@ impl Ring {
                             ip: p(2),
                         }),
                         kind::MAPS => Some(Event::Maps { time: p(0) }),
+                        k @ (kind::MMAP | kind::MUNMAP | kind::MREMAP) => Some(Event::Mapping {
+                            kind: k,
+                            tid: self.tid,
+                            time: self.time,
+                            words,
+                        }),
                         kind::TIME => {
                             self.time = p(0);
                             None
