@@ -5,8 +5,11 @@
  * Each level's frame is about 80 bytes, so the deepest stacks are far larger than a stack
  * copy: only a join with the same descent's shallower samples completes them. The depth of
  * the samples is uniform, so the mean k is (DEPTH + 1) / 2.
- * Usage: deep_descent ROUNDS */
+ * Usage: deep_descent CPU_SECONDS: whole descents until the process has used that much CPU
+ * time (at least one), so that a sampler gets the same number of samples on a fast machine, a
+ * slow one or a loaded one. */
 #include <stdlib.h>
+#include <time.h>
 
 #define DEPTH 1000
 #define SPIN 80000UL
@@ -29,10 +32,16 @@ __attribute__((noinline)) void run(void) {
     __asm__ volatile("");
 }
 
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 int main(int argc, char **argv) {
-    long rounds = argc > 1 ? atol(argv[1]) : 10;
-    for (long i = 0; i < rounds; i++) {
+    double seconds = argc > 1 ? atof(argv[1]) : 1.0;
+    do {
         run();
-    }
+    } while (cpu_seconds() < seconds);
     return 0;
 }

@@ -35,13 +35,17 @@ fn chains(stacks: &[(Vec<String>, u64)]) -> (u64, u64, f64) {
     (user, exact, depth as f64 / exact.max(1) as f64)
 }
 
+/// CPU time `deep_descent` runs for (whole descents).
+const CPU_SECONDS: &str = "1.5";
+
 #[test]
 fn chains_cut_by_the_stack_copy_are_joined_exactly() {
     let p = build("deep_descent.c", "deep-descent", &["-O2"]);
     add_system_libs(&p.sysroot, &p.board);
     add_host_debug_files(&p.sysroot);
     let recording = scratch().join("deep-descent.zst");
-    record(&recording, &[], &[p.board.to_str().expect("utf-8"), "10"]);
+    // 1.5 s of CPU time: about 1,500 samples at rec's 999 Hz, however fast the machine.
+    record(&recording, &[], &[p.board.to_str().expect("utf-8"), CPU_SECONDS]);
     let r = report_json(&recording, Some(&p.sysroot));
     let u = &r["cpu"]["stack_unwinding"];
     let samples = r["cpu"]["samples"].as_u64().expect("samples");
@@ -90,7 +94,7 @@ fn chains_cut_by_the_stack_copy_are_joined_exactly() {
             .arg(&data)
             .arg("--")
             .arg(&p.board)
-            .arg("10"),
+            .arg(CPU_SECONDS),
     );
     let perf = perf::script(&data, &p.sysroot);
     let in_spin: Vec<_> = perf
