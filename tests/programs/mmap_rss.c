@@ -11,7 +11,8 @@
  * still), after the touch, before the unmap, after it and at the end (700 ms later)
  * ("rss NS KB"), and the times right after the 64 MiB map and right after its unmap
  * ("map NS", "unmap NS").
- * Usage: mmap_rss OUT [HOLD_MS]   (HOLD_MS defaults to 700)
+ * Usage: mmap_rss OUT [HOLD_MS]   (HOLD_MS, how long the block is held and how long the
+ * program waits after the unmap, defaults to 700)
  * Build: gcc -O2 -g; the board runs a stripped copy. */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -118,7 +119,7 @@ int main(int argc, char **argv) {
     drop_block(p);
     fprintf(out, "unmap %llu\n", (unsigned long long)now_ns());
     note_rss();
-    pause_ms(700);
+    pause_ms(hold);
     note_rss();
     fclose(out);
     return 0;

@@ -45,7 +45,11 @@ fn chains_cut_by_the_stack_copy_are_joined_exactly() {
     add_host_debug_files(&p.sysroot);
     let recording = scratch().join("deep-descent.zst");
     // 1.5 s of CPU time: about 1,500 samples at rec's 999 Hz, however fast the machine.
-    record(&recording, &[], &[p.board.to_str().expect("utf-8"), CPU_SECONDS]);
+    record(
+        &recording,
+        &[],
+        &[p.board.to_str().expect("utf-8"), CPU_SECONDS],
+    );
     let r = report_json(&recording, Some(&p.sysroot));
     let u = &r["cpu"]["stack_unwinding"];
     let samples = r["cpu"]["samples"].as_u64().expect("samples");

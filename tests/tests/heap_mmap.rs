@@ -67,10 +67,17 @@ fn anonymous_mapping_site_size_lifetime_and_rss_split() {
     add_system_libs(&program.sysroot, &program.board);
     let recording = scratch().join("mmap_rss.zst");
     let readings = scratch().join("mmap_rss.txt");
+    // The block held for 2.5 s, and as long after the unmap: rec reads smaps at most once per
+    // 400 times what a read took, about a second apart with 64 MiB resident on a loaded
+    // machine, and each phase needs split ticks.
     record(
         &recording,
         &["--heap", "--no-cpu"],
-        &[program.board.to_str().unwrap(), readings.to_str().unwrap()],
+        &[
+            program.board.to_str().unwrap(),
+            readings.to_str().unwrap(),
+            "2500",
+        ],
     );
     let t = truth(&readings);
     let report = heap_report_json(&recording, &program.sysroot);

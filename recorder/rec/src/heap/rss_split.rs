@@ -20,7 +20,10 @@
 //! costs more the more mappings a process has (a few hundred microseconds for a small
 //! program, tens of milliseconds for thousands of mappings on a slow board), so it is taken
 //! at an RSS tick only when the time since the last one is at least [`COST_FACTOR`] times
-//! what the last one took: at most 2% of one core, whatever the process.
+//! what the last one took: at most a quarter of a percent of one core, whatever the process.
+//! (The kernel walks the page tables of every mapping to fill smaps, so the read costs more
+//! the more memory is resident: with 50 here, the split was half of rec's own CPU time under
+//! `--heap-sample` on a Lua run, 1.5% of the program's.)
 
 use std::io::{BufRead, BufReader};
 use std::time::Instant;
@@ -28,7 +31,7 @@ use std::time::Instant;
 use crossprof_format::RssSplit;
 
 /// The split's reads take at most one part in this many of the time between them.
-pub const COST_FACTOR: u32 = 50;
+pub const COST_FACTOR: u32 = 400;
 
 /// Largest guard under a thread stack: glibc's default is a page, musl's 4 KiB to 8 KiB, and
 /// `pthread_attr_setguardsize` rarely asks for more than 64 KiB.
