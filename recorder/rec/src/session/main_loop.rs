@@ -14,7 +14,9 @@ use crate::signals;
 /// How long the main loop sleeps at most between drains.
 const POLL_MS: i32 = 100;
 /// With `--heap`, the interposers' rings are drained this often (ms): a 2 MiB ring then only
-/// fills when a process makes more than ~6 M events per second.
+/// fills when a process makes more than ~6 M events per second. Not with `--heap-sample`:
+/// one allocated byte in half a million is an event there, so the rings fill a thousand
+/// times slower, and waking up 100 times a second would be most of rec's own work.
 const HEAP_POLL_MS: i32 = 10;
 /// RSS is sampled this often with `--heap`.
 const RSS_EVERY: Duration = Duration::from_millis(100);
@@ -36,7 +38,7 @@ pub(super) fn record(opts: &Options, live: &mut Live) -> i32 {
     let mut last_flush = Instant::now();
     let mut stop_at: Option<Instant> = None;
     let mut last_rss = Instant::now();
-    let poll_ms = if heap.is_some() {
+    let poll_ms = if heap.is_some() && opts.heap_sample.is_none() {
         HEAP_POLL_MS
     } else {
         POLL_MS
