@@ -162,8 +162,8 @@ pub struct HeapEncoder {
     events: usize,
     body: Vec<u8>,
     live_limit: usize,
-    /// Where the next untracking scan starts in the table.
-    cursor: usize,
+    /// Draws the blocks to untrack (see `LiveMap::evict`).
+    rng: u64,
     scratch: Vec<(u64, u32)>,
     /// Infos per process before unused indexes are taken over.
     info_limit: usize,
@@ -180,7 +180,7 @@ impl Default for HeapEncoder {
             events: 0,
             body: Vec::new(),
             live_limit: DEFAULT_LIVE_LIMIT,
-            cursor: 0,
+            rng: 0x2545_f491_4f6c_dd1d,
             scratch: Vec::new(),
             info_limit: DEFAULT_INFO_LIMIT,
             untracked: 0,
@@ -266,7 +266,7 @@ impl HeapEncoder {
                 let info = announce(&mut e, &mut p.infos, ev.size, ev.stack, self.info_limit);
                 if p.live.len() >= limit {
                     p.live
-                        .evict(UNTRACK_BATCH, &mut self.cursor, &mut self.scratch);
+                        .evict(UNTRACK_BATCH, &mut self.rng, &mut self.scratch);
                     for &(addr, old) in &self.scratch {
                         e.u64(ESC_UNTRACK << 2 | OP_ESCAPE);
                         e.u64(old.into());
