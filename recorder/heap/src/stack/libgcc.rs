@@ -82,7 +82,7 @@ pub fn capture(
     _bounds: (usize, usize),
     _start: [u64; 4],
     _tap: Option<super::Tap<'_>>,
-) -> (usize, bool, Option<u64>) {
+) -> (usize, Option<u64>, Option<u64>) {
     let mut w = Walk {
         out,
         n: 0,
@@ -100,5 +100,5 @@ pub fn capture(
     } else {
         None
     };
-    (w.n, false, cut)
+    (w.n, None, cut)
 }

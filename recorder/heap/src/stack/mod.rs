@@ -25,13 +25,14 @@
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod framehop_unwind;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub use framehop_unwind::{capture, rescan, Modules};
+pub use framehop_unwind::{build, capture, rescan, Modules};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod libgcc;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub use libgcc::{capture, rescan, Modules};
 
+pub mod find;
 pub mod memo;
 pub mod modules;
 
@@ -202,8 +203,8 @@ pub struct InternFailed;
 /// zero, and an aligned address far above any stack (so that `v + 16` cannot overflow).
 const PROBES: [u64; 2] = [0, 0x7fff_ffff_ffff_fff0];
 
-/// The trace-tree id of the stack of the hook entered at `at`, and whether an address
-/// outside every known module was met. From the memo when the stack words that decided the
+/// The trace-tree id of the stack of the hook entered at `at`, and the first address
+/// outside every known module met, if any. From the memo when the stack words that decided the
 /// last unwind from the same registers are unchanged; else the stack is unwound ([`capture`],
 /// with the hook's return address as the innermost frame, see [`put_first`]) and handed to
 /// `intern`, which returns its id (or fails when the id could not be sent), and the memo
@@ -221,7 +222,7 @@ pub fn stack_id(
     s: &mut Scratch,
     bounds: (usize, usize),
     intern: impl FnOnce(&[u64]) -> Result<u64, InternFailed>,
-) -> Result<(u64, bool), InternFailed> {
+) -> Result<(u64, Option<u64>), InternFailed> {
     // The memo needs the entry registers, which only the framehop unwinder starts from.
     let memoize = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
         && at.regs[0] != 0
@@ -232,7 +233,7 @@ pub fn stack_id(
     };
     if memoize {
         if let Some(id) = memo.lookup(&key, bounds) {
-            return Ok((id, false));
+            return Ok((id, None));
         }
     }
     s.reads = Reads::new();
@@ -255,7 +256,7 @@ pub fn stack_id(
     if !memoize {
         return Ok((id, unknown));
     }
-    if unknown || s.reads.overflow() {
+    if unknown.is_some() || s.reads.overflow() {
         memo.stats.unstorable += 1;
         return Ok((id, unknown));
     }
