@@ -5,7 +5,9 @@
 //! lock from inside an allocation can wait for ever on a thread in `dlopen` or `dlclose`
 //! that waits for the interposer's lock), no event is lost, and the counts at both sites are
 //! the ones the program itself counted. The library's allocations have their whole stack,
-//! through the library into the loader thread's entry, none cut short.
+//! through the library into the loader thread's entry, none cut short. The same on i686 (run
+//! natively: the board's `rec` and the glibc interposer from `dist/`, with the program built
+//! by the i686 cross compiler), whose unwinder asks `dl_iterate_phdr` from inside `malloc`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,22 +22,45 @@ const SECONDS: u64 = 30;
 /// Longer than this and the run is taken as hung.
 const LIMIT: Duration = Duration::from_secs(SECONDS + 90);
 
-/// The musl build of the interposer, from `dist/` (targets/dist.sh builds it).
-fn musl_heap_lib() -> PathBuf {
+/// A file of `dist/<triple>/` (targets/dist.sh builds them).
+fn dist_file(triple: &str, name: &str) -> PathBuf {
     let dist = std::env::var_os("CROSSPROF_DIST")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("dist"));
-    let p = dist.join("x86_64-unknown-linux-musl/musl/libcrossprof_heap.so");
+    let p = dist.join(triple).join(name);
     assert!(
         p.exists(),
-        "{} is missing: run targets/dist.sh x86_64-unknown-linux-musl",
+        "{} is missing: run targets/dist.sh {triple}",
         p.display()
     );
     p
 }
 
+/// How the program is built and run.
+struct Target<'a> {
+    tag: &'a str,
+    cc: &'a str,
+    rec: PathBuf,
+    interposer: PathBuf,
+    /// Extra link arguments of the program.
+    link: Vec<String>,
+    /// Where the program's C library lies, when it is not the system's.
+    libdir: Option<PathBuf>,
+}
+
+/// The i686 glibc of the cross compiler: its dynamic loader's directory.
+fn i686_libdir() -> PathBuf {
+    let o = Command::new("i686-linux-gnu-gcc")
+        .arg("-print-file-name=ld-linux.so.2")
+        .output()
+        .expect("run i686-linux-gnu-gcc (scripts/setup.sh installs it)");
+    let ld = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    assert!(ld.is_absolute() && ld.exists(), "no i686 loader: {ld:?}");
+    ld.parent().expect("dir").to_path_buf()
+}
+
 /// Compiles the program and its library with `cc` into `<scratch>/<tag>/`.
-fn build_pair(cc: &str, tag: &str) -> (PathBuf, PathBuf) {
+fn build_pair(cc: &str, tag: &str, link: &[String]) -> (PathBuf, PathBuf) {
     let dir = scratch().join(tag);
     std::fs::create_dir_all(&dir).expect("mkdir");
     let lib = dir.join("libstress.so");
@@ -47,6 +72,7 @@ fn build_pair(cc: &str, tag: &str) -> (PathBuf, PathBuf) {
         let o = Command::new(cc)
             .args(["-g", "-O1", "-fno-builtin", "-Wl,--build-id,--eh-frame-hdr"])
             .args(extra)
+            .args(link)
             .arg(source(src))
             .arg("-o")
             .arg(out)
@@ -64,10 +90,16 @@ fn build_pair(cc: &str, tag: &str) -> (PathBuf, PathBuf) {
 }
 
 /// Runs rec on the program with a deadline; the program's own counts (workers, cycles).
-fn record(tag: &str, interposer: &Path, main: &Path, lib: &Path) -> (PathBuf, u64, u64) {
+fn record(t: &Target, main: &Path, lib: &Path) -> (PathBuf, u64, u64) {
+    let tag = t.tag;
     let out = scratch().join(format!("{tag}.zst"));
-    let mut child = Command::new(rec())
-        .env("CROSSPROF_HEAP_LIB", interposer)
+    let mut cmd = Command::new(&t.rec);
+    if let Some(dir) = &t.libdir {
+        // The interposer's own libraries (libdl, libpthread) come from there too.
+        cmd.env("LD_LIBRARY_PATH", dir);
+    }
+    let mut child = cmd
+        .env("CROSSPROF_HEAP_LIB", &t.interposer)
         .args(["--heap", "--no-cpu", "--out"])
         .arg(&out)
         .arg("--")
@@ -121,9 +153,10 @@ fn site<'a>(heap: &'a Value, function: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {function} site: {:#}", heap["sites"]))
 }
 
-fn check(tag: &str, interposer: &Path, cc: &str) {
-    let (main, lib) = build_pair(cc, tag);
-    let (out, workers, cycles) = record(tag, interposer, &main, &lib);
+fn check(t: Target) {
+    let tag = t.tag;
+    let (main, lib) = build_pair(t.cc, tag, &t.link);
+    let (out, workers, cycles) = record(&t, &main, &lib);
     // Enough of both to have raced many times.
     assert!(
         workers > 100_000 && cycles > 1_000,
@@ -173,10 +206,38 @@ fn check(tag: &str, interposer: &Path, cc: &str) {
 
 #[test]
 fn glibc_allocations_racing_dlopen_and_dlclose_neither_hang_nor_miscount() {
-    check("dlopen_stress_glibc", &heap_lib(), "gcc");
+    check(Target {
+        tag: "dlopen_stress_glibc",
+        cc: "gcc",
+        rec: rec(),
+        interposer: heap_lib(),
+        link: vec![],
+        libdir: None,
+    });
 }
 
 #[test]
 fn musl_allocations_racing_dlopen_and_dlclose_neither_hang_nor_miscount() {
-    check("dlopen_stress_musl", &musl_heap_lib(), "musl-gcc");
+    check(Target {
+        tag: "dlopen_stress_musl",
+        cc: "musl-gcc",
+        rec: rec(),
+        interposer: dist_file("x86_64-unknown-linux-musl", "musl/libcrossprof_heap.so"),
+        link: vec![],
+        libdir: None,
+    });
+}
+
+#[test]
+fn i686_allocations_racing_dlopen_and_dlclose_neither_hang_nor_miscount() {
+    let dir = i686_libdir();
+    let d = dir.display();
+    check(Target {
+        tag: "dlopen_stress_i686",
+        cc: "i686-linux-gnu-gcc",
+        rec: dist_file("i686-unknown-linux-musl", "rec"),
+        interposer: dist_file("i686-unknown-linux-musl", "gnu/libcrossprof_heap.so"),
+        link: vec![format!("-Wl,--dynamic-linker={d}/ld-linux.so.2,-rpath={d}")],
+        libdir: Some(dir),
+    });
 }

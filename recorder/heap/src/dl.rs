@@ -68,8 +68,10 @@ pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
     if f == 0 {
         return -1;
     }
+    let told = crate::record::dlclose_starts();
     // SAFETY: the address came from dlsym("dlclose"); argument passed through.
     let r = unsafe { core::mem::transmute::<usize, DlcloseFn>(f)(handle) };
     crate::record::modules_changed();
+    crate::record::dlclose_ended(told);
     r
 }

@@ -110,8 +110,8 @@ static OWN_START: AtomicU64 = AtomicU64::new(0);
 static OWN_END: AtomicU64 = AtomicU64::new(0);
 
 mod list;
-pub use list::modules_changed;
 use list::{adopt, ensure_modules, HAVE_MODULES};
+pub use list::{dlclose_ended, dlclose_starts, modules_changed};
 
 /// Kind used in pending slots for a realloc (a free and an alloc written together).
 const REALLOC: u8 = 0xff;

@@ -125,3 +125,38 @@ pub fn modules_changed() {
     }
     rescan_now(thread::tid(), sys::now_ns());
 }
+
+/// A `dlclose` is about to start (called before the real call, outside any allocation): on
+/// the architectures whose unwinder asks `dl_iterate_phdr`, it is told, under the lock, to
+/// answer only the modules that cannot be unloaded until [`dlclose_ended`] (see
+/// `stack::phdr_list`). Returns whether it was told; pass that to [`dlclose_ended`].
+pub fn dlclose_starts() -> bool {
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // As in `rescan_now`: a signal handler that allocates meanwhile parks its event.
+        match thread::begin_event() {
+            Some((false, _, _)) => {}
+            Some(_) => {
+                thread::leave();
+                return false;
+            }
+            None => return false,
+        }
+        LOCK.lock(thread::tid());
+        stack::phdr_list::closing(true);
+        LOCK.unlock();
+        thread::leave();
+        true
+    }
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    false
+}
+
+/// The `dlclose` that [`dlclose_starts`] announced returned and the list was read again.
+pub fn dlclose_ended(told: bool) {
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    if told {
+        stack::phdr_list::closing(false);
+    }
+    let _ = told;
+}

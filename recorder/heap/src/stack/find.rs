@@ -45,6 +45,10 @@ pub fn resolve() {
 
 /// The loaded module that holds `addr`, if any. Lock-free and async-signal-safe; allocates
 /// nothing.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 pub fn find(addr: u64) -> Option<Loaded> {
     let f = FIND.load(Ordering::Acquire);
     if f == 0 || addr == 0 || addr > usize::MAX as u64 {
@@ -67,6 +71,29 @@ pub fn find(addr: u64) -> Option<Loaded> {
     let bias = unsafe { *(o.link_map as *const usize) } as u64;
     let phdrs = program_headers(start, end)?;
     from_phdrs(bias, phdrs)
+}
+
+/// The program headers (address and count) of the loaded module that holds `addr`, if any.
+/// Lock-free and async-signal-safe, as [`find`].
+#[cfg_attr(any(target_arch = "x86_64", target_arch = "aarch64"), allow(dead_code))]
+pub fn headers(addr: u64) -> Option<(*const Phdr, u16)> {
+    let f = FIND.load(Ordering::Acquire);
+    if f == 0 || addr == 0 || addr > usize::MAX as u64 {
+        return None;
+    }
+    let mut o = empty();
+    // SAFETY: as in `find`.
+    if unsafe { core::mem::transmute::<usize, FindFn>(f)(addr as usize as *mut c_void, &mut o) }
+        != 0
+    {
+        return None;
+    }
+    let (start, end) = (o.map_start as usize, o.map_end as usize);
+    if start == 0 || end <= start {
+        return None;
+    }
+    let p = program_headers(start, end)?;
+    Some((p.as_ptr(), p.len() as u16))
 }
 
 /// The program headers of the ELF image mapped at `[start, end)`, read in place.

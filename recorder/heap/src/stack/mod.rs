@@ -16,7 +16,8 @@
 //! pointers at a fraction of the cost of the C runtime's `_Unwind_Backtrace`, which
 //! re-interprets the CFI of every frame on every call (about 190 ns a frame here). Other
 //! architectures (ARMv7's `.ARM.exidx`, i686, RISC-V) use `_Unwind_Backtrace` until they get
-//! a cached unwinder of their own.
+//! a cached unwinder of their own; the module look-ups it makes through `dl_iterate_phdr`
+//! are answered without the loader's lock (`phdr_list`).
 //!
 //! Most events need no unwind at all: [`stack_id`] first asks the [`memo`], which knows the
 //! stacks unwound before from the same entry registers and checks the stack words that
@@ -29,6 +30,8 @@ pub use framehop_unwind::{build, capture, rescan, Modules};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod libgcc;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub mod phdr_list;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub use libgcc::{capture, rescan, Modules};
 

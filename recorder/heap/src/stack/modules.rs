@@ -38,6 +38,10 @@ pub struct Loaded {
 }
 
 /// All modules now loaded.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 pub fn loaded() -> Vec<Loaded> {
     let mut out: Vec<Loaded> = Vec::new();
     // SAFETY: the callback only reads the phdr array the loader hands it.
@@ -50,6 +54,10 @@ pub fn loaded() -> Vec<Loaded> {
     out
 }
 
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 unsafe extern "C" fn callback(
     info: *mut libc::dl_phdr_info,
     _size: libc::size_t,
