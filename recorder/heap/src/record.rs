@@ -508,6 +508,8 @@ extern "C" fn fork_parent() {
 extern "C" fn fork_child() {
     FORK_LOCKED.store(false, Ordering::Relaxed);
     thread::reset_tid();
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    stack::phdr_list::reset_after_fork();
     // SAFETY: the child has one thread; no one else can hold the lock.
     let st = unsafe { state() };
     // The parent's ring is shared memory: the child must not write to it. Producer has no

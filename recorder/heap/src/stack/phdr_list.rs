@@ -112,6 +112,11 @@ pub fn closing(starts: bool) {
     }
 }
 
+/// In a fork child: the threads that were in `dlclose` did not come along.
+pub fn reset_after_fork() {
+    CLOSING.store(0, Ordering::Release);
+}
+
 type Callback = Option<unsafe extern "C" fn(*mut libc::dl_phdr_info, usize, *mut c_void) -> c_int>;
 type IterateFn = unsafe extern "C" fn(Callback, *mut c_void) -> c_int;
 
