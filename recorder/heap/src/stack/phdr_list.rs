@@ -18,6 +18,10 @@
 //! call starts or starts after the flag is set; with the flag set only the modules loaded at
 //! start, which are never unloaded, are answered. (A module that glibc unloads by itself, a
 //! `dlopen` that fails half-way, is not covered.)
+//!
+//! Known gap: attached to a running process (`rec --heap -p`), the interposer is loaded after
+//! the C library, whose `dl_iterate_phdr` then comes first in the symbol search, so the
+//! unwinder calls that one (with its lock) as before.
 
 use alloc::vec::Vec;
 use core::cell::Cell;
