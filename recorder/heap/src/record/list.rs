@@ -60,7 +60,8 @@ pub(super) fn ensure_modules(tid: u32) {
 pub(super) fn adopt(st: &mut State, ip: u64, tid: u32, now: u64) -> bool {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
-        let Some(new) = stack::find::find(ip) else {
+        // A module that does not hold `ip` after all would be added again at every event.
+        let Some(new) = stack::find::find(ip).filter(|l| l.range.contains(&ip)) else {
             return false;
         };
         let Some(m) = st.modules.as_ref() else {
