@@ -12,6 +12,24 @@
 //!   replacement malloc; the one-time set-up (dlsym, dl_iterate_phdr, pthread_atfork, atexit)
 //!   runs at load time, except that an allocation made before it (by the initializer of a
 //!   library loaded earlier) scans the modules itself;
+//! - no lock but its own inside an allocation: the loader allocates and frees with its own
+//!   lock held, so a thread in `malloc` that waited for the loader's lock (`dl_iterate_phdr`,
+//!   `dlsym`) could wait for ever on a thread in `dlopen` or `dlclose` that waits for the
+//!   interposer's. The module list is read when `dlopen` (musl) and `dlclose` return
+//!   (`dl.rs`); on glibc a stack that meets a module loaded since finds it with
+//!   `_dl_find_object`, which is lock-free (`stack::find`). Where the C runtime's unwinder
+//!   runs inside `malloc` (ARMv7, i686, RISC-V builds, which link LLVM's libunwind), the
+//!   `dl_iterate_phdr` it asks is the interposer's own, answered from that list without the
+//!   loader's lock (`stack::phdr_list`);
+//! - signal safety: a malloc-family call from a signal handler is recorded like any other.
+//!   When the handler interrupted its own thread inside the event path (which may hold the
+//!   interposer's lock or its arena's spin lock), its event is parked in a per-thread area
+//!   with a frame-pointer stack, taking no lock, and written out by the interrupted event;
+//!   the module-list rebuilds outside an allocation (at `dlopen`/`dlclose`) count as the
+//!   event path for this. Otherwise the event path takes only the interposer's lock (a
+//!   futex), reads the thread's own stack within its bounds, and calls `clock_gettime`,
+//!   `_dl_find_object`, the unwinder (framehop, or libunwind answered by `stack::phdr_list`)
+//!   and the arena (`mmap` and atomics): all async-signal-safe;
 //! - at exit it asks libstdc++ to free its start-up pool, as heaptrack does (`freeres.rs`);
 //! - it must never deadlock or stop the application, even when `rec` dies.
 //!
@@ -38,7 +56,6 @@ extern crate alloc;
 
 pub mod arena;
 pub mod attach;
-#[cfg(target_env = "musl")]
 mod dl;
 mod freeres;
 mod got;

@@ -31,11 +31,6 @@ use crate::{sample, sys, thread};
 /// Off once we know nothing is listening (or rec is gone); then hooks only forward.
 pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(true);
 pub(crate) static LOCK: Lock = Lock::new();
-/// An address outside every known module was seen: rebuild the module list.
-static RESCAN: AtomicBool = AtomicBool::new(false);
-static LAST_RESCAN: AtomicU64 = AtomicU64::new(0);
-/// The module list is installed (by [`init`], or by the first event when that came earlier).
-static HAVE_MODULES: AtomicBool = AtomicBool::new(false);
 static FORK_LOCKED: AtomicBool = AtomicBool::new(false);
 
 pub(crate) struct State {
@@ -114,12 +109,9 @@ static PENDING_LOST: AtomicU64 = AtomicU64::new(0);
 static OWN_START: AtomicU64 = AtomicU64::new(0);
 static OWN_END: AtomicU64 = AtomicU64::new(0);
 
-fn install_modules(st: &mut State, m: Modules) -> Option<Modules> {
-    OWN_START.store(m.own.start, Ordering::Relaxed);
-    OWN_END.store(m.own.end, Ordering::Relaxed);
-    st.memo.invalidate();
-    st.modules.replace(m)
-}
+mod list;
+use list::{adopt, ensure_modules, HAVE_MODULES};
+pub use list::{dlclose_ended, dlclose_starts, modules_changed};
 
 /// Kind used in pending slots for a realloc (a free and an alloc written together).
 const REALLOC: u8 = 0xff;
@@ -136,6 +128,7 @@ const REALLOC: u8 = 0xff;
 /// (see [`ensure_modules`]) so that they get their stacks too.
 pub fn init() {
     crate::real::resolve();
+    thread::pass_through(stack::find::resolve);
     if crate::attach::setting(crossprof_heap_wire::ENV_SOCKET).is_none() {
         ACTIVE.store(false, Ordering::Release);
         return;
@@ -163,35 +156,6 @@ pub fn init() {
 /// Whether events are still being recorded in this process.
 pub fn active() -> bool {
     ACTIVE.load(Ordering::Acquire)
-}
-
-/// Installs the module list if no one has yet: from [`init`], or from the first event when
-/// that comes before `init` (an allocation made by the initializer of a library loaded before
-/// the interposer). Scans without the lock (`dl_iterate_phdr` takes the loader's). Safe that
-/// early: the loader has mapped and relocated every initial module before it runs any
-/// initializer, the scan allocates only from the interposer's arena, and the thread-locals it
-/// touches are const-initialized (valid from the thread's first instruction). Only the first
-/// events of a process (before `init` completes) can reach the scan, so the musl rule of
-/// [`maybe_rescan`] holds: musl's loader never calls the interposed malloc before it runs the
-/// initializers.
-fn ensure_modules(tid: u32) {
-    if HAVE_MODULES.load(Ordering::Acquire) {
-        return;
-    }
-    let fresh = stack::rescan();
-    LOCK.lock(tid);
-    // SAFETY: LOCK is held.
-    let st = unsafe { state() };
-    // Two threads may race here (a library initializer that starts a thread): one list wins.
-    let spare = if st.modules.is_none() {
-        install_modules(st, fresh);
-        None
-    } else {
-        Some(fresh)
-    };
-    HAVE_MODULES.store(true, Ordering::Release);
-    LOCK.unlock();
-    drop(spare);
 }
 
 /// Records an allocation of `size` bytes at `addr`, made by the code the hook entered at
@@ -276,7 +240,6 @@ pub(crate) fn locked(tid: u32, stack: bool, write: impl FnOnce(&mut State, u64) 
     {
         ensure_modules(tid);
     }
-    maybe_rescan(tid);
     let locked = LOCK.lock_if_threaded(tid);
     // SAFETY: LOCK is held, or this is the process's only thread.
     let st = unsafe { state() };
@@ -338,12 +301,21 @@ pub(crate) fn stack_of(
     let found = stack::stack_id(at, m, &mut st.memo, &mut st.scratch, bounds, |ips| {
         intern(trie, producer, tid, ips)
     });
-    found.map(|(leaf, unknown)| {
-        if unknown {
-            RESCAN.store(true, Ordering::Relaxed);
+    match found {
+        Ok((_, Some(ip))) if adopt(st, ip, tid, sys::now_ns()) => {
+            // The stack met a module loaded since the list was built, now known: unwind
+            // again, so that this allocation gets its whole stack too.
+            let Some(m) = st.modules.as_mut() else {
+                return intern(&mut st.trie, &mut st.producer, tid, &[]);
+            };
+            let (trie, producer) = (&mut st.trie, &mut st.producer);
+            stack::stack_id(at, m, &mut st.memo, &mut st.scratch, bounds, |ips| {
+                intern(trie, producer, tid, ips)
+            })
+            .map(|(leaf, _)| leaf)
         }
-        leaf
-    })
+        other => other.map(|(leaf, _)| leaf),
+    }
 }
 
 /// Interns a stack (innermost first), sending the nodes that are new; its leaf id.
@@ -516,49 +488,6 @@ fn nested(
     PENDING_AREA.with(|a| unsafe { (*a.get())[i] = p });
 }
 
-/// Rebuilds the module list when an unknown address was seen (at most every 50 ms). Never
-/// with the lock held; never on musl, whose loader calls malloc with its own lock held (there
-/// `dlopen` is wrapped instead, see [`crate::dl`]).
-fn maybe_rescan(tid: u32) {
-    if cfg!(target_env = "musl") || !RESCAN.load(Ordering::Relaxed) {
-        return;
-    }
-    let now = sys::now_ns();
-    if now.saturating_sub(LAST_RESCAN.load(Ordering::Relaxed)) < 50_000_000 {
-        return;
-    }
-    LAST_RESCAN.store(now, Ordering::Relaxed);
-    RESCAN.store(false, Ordering::Relaxed);
-    rescan_now(tid, now);
-}
-
-/// Reads the module list again and tells rec to read the process's maps (a `MAPS` event).
-/// Takes the loader's lock, then the interposer's: only from outside both.
-fn rescan_now(tid: u32, now: u64) {
-    let fresh = stack::rescan();
-    LOCK.lock(tid);
-    // SAFETY: LOCK is held.
-    let st = unsafe { state() };
-    let old = install_modules(st, fresh);
-    HAVE_MODULES.store(true, Ordering::Release);
-    let ok = st.producer.as_mut().is_none_or(|p| p.maps(tid, now));
-    if !ok {
-        stop(st);
-    }
-    LOCK.unlock();
-    drop(old);
-}
-
-/// A library was loaded or unloaded (called after `dlopen`/`dlclose` returned, outside the
-/// loader's lock): the module list is read again at once.
-#[cfg_attr(not(target_env = "musl"), allow(dead_code))]
-pub fn modules_changed() {
-    if !active() || thread::inside() {
-        return;
-    }
-    rescan_now(thread::tid(), sys::now_ns());
-}
-
 // ---- fork ------------------------------------------------------------------------------
 
 extern "C" fn fork_prepare() {
@@ -579,6 +508,8 @@ extern "C" fn fork_parent() {
 extern "C" fn fork_child() {
     FORK_LOCKED.store(false, Ordering::Relaxed);
     thread::reset_tid();
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    stack::phdr_list::reset_after_fork();
     // SAFETY: the child has one thread; no one else can hold the lock.
     let st = unsafe { state() };
     // The parent's ring is shared memory: the child must not write to it. Producer has no

@@ -60,15 +60,23 @@ pub struct Modules {
     ranges: Vec<Range<u64>>,
     /// The interposer's own code: its frames are skipped.
     pub own: Range<u64>,
+    /// The modules it was built from.
+    pub loaded: Vec<modules::Loaded>,
 }
 
-/// Builds the module list (allocates from the interposer's arena; call without the lock).
+/// Builds the module list from `dl_iterate_phdr` (takes the loader's lock: never from inside
+/// an allocation, see `crate::record`).
 pub fn rescan() -> Modules {
+    build(modules::loaded())
+}
+
+/// Builds the unwinder for `loaded` (allocates from the interposer's arena).
+pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
     let mut unwinder = Unwind::new();
     let mut ranges = Vec::new();
     let me = rescan as fn() -> Modules as usize as u64;
     let mut own = 0..0;
-    for m in modules::loaded() {
+    for m in loaded.iter() {
         if m.range.contains(&me) {
             own = m.range.clone();
         }
@@ -97,6 +105,7 @@ pub fn rescan() -> Modules {
         cache: Box::new(Cache::new_in()),
         ranges,
         own,
+        loaded,
     }
 }
 
@@ -109,8 +118,8 @@ impl Modules {
 }
 
 /// Captures the calling thread's stack into `out` (innermost first, the interposer's frames
-/// skipped); returns the frame count, whether an address outside every known module was
-/// met (then the module list may be stale) and, when the unwind stopped before the outermost
+/// skipped); returns the frame count, the first address outside every known module met
+/// (then the module list may be stale) and, when the unwind stopped before the outermost
 /// frame, why (a [`crossprof_heap_wire::cut_short`] marker). Every stack word read goes through `tap`, which
 /// sees the address and what was read and returns what the unwinder gets.
 #[inline(never)]
@@ -120,7 +129,7 @@ pub fn capture(
     bounds: (usize, usize),
     start: [u64; 4],
     mut tap: Option<Tap<'_>>,
-) -> (usize, bool, Option<u64>) {
+) -> (usize, Option<u64>, Option<u64>) {
     // From the hook's entry registers when the hook took them, else from here.
     let (pc, sp, fp, lr) = if start[0] != 0 && start[1] != 0 {
         (start[0], start[1], start[2], start[3])
@@ -148,7 +157,6 @@ pub fn capture(
     let regs = UnwindRegsAarch64::new(lr, sp, fp);
     let mut it = m.unwinder.iter_frames(pc, regs, &mut m.cache, &mut read);
     let mut n = 0;
-    let mut unknown = false;
     let mut cut = None;
     let own = m.own.clone();
     loop {
@@ -179,12 +187,7 @@ pub fn capture(
         out[n] = ip;
         n += 1;
     }
-    for &ip in &out[..n] {
-        if !m.known(ip) {
-            unknown = true;
-            break;
-        }
-    }
+    let unknown = out[..n].iter().copied().find(|&ip| !m.known(ip));
     (n, unknown, cut)
 }
 

@@ -1,13 +1,14 @@
 //! Capture through the C runtime's `_Unwind_Backtrace` for architectures framehop does not
-//! cover (ARMv7 with `.ARM.exidx`, i686, RISC-V). Correct but slow (no rule cache); the
-//! unwinder finds modules itself, so the module list here only names the interposer's range.
+//! cover (ARMv7 with `.ARM.exidx`, i686, RISC-V). Correct but slow (no rule cache). The
+//! unwinder finds modules itself, with `dl_iterate_phdr`, which is answered without the
+//! loader's lock from the list kept here while it unwinds ([`super::phdr_list`]).
 
 use core::ffi::c_void;
 use core::ops::Range;
 
 use crossprof_heap_wire::cut_short;
 
-use super::modules;
+use super::phdr_list::{self, Entry};
 
 #[repr(C)]
 struct Context {
@@ -22,10 +23,12 @@ extern "C" {
     fn _Unwind_GetIP(ctx: *mut Context) -> usize;
 }
 
-/// The interposer's own range (frames inside it are skipped).
+/// The interposer's own range (frames inside it are skipped), and the modules the unwinder
+/// is told of.
 pub struct Modules {
     /// The interposer's own code.
     pub own: Range<u64>,
+    list: alloc::vec::Vec<Entry>,
 }
 
 impl Modules {
@@ -36,14 +39,17 @@ impl Modules {
     }
 }
 
-/// Finds the interposer's range.
+/// Takes the module list (call outside any allocation, see [`phdr_list`]); the first call
+/// notes the modules loaded at start.
 pub fn rescan() -> Modules {
     let me = rescan as fn() -> Modules as usize as u64;
-    let own = modules::loaded()
-        .into_iter()
+    let list = phdr_list::take();
+    phdr_list::resolve(list.len());
+    let own = list
+        .iter()
         .find(|m| m.range.contains(&me))
-        .map_or(0..0, |m| m.range);
-    Modules { own }
+        .map_or(0..0, |m| m.range.clone());
+    Modules { own, list }
 }
 
 struct Walk<'a> {
@@ -82,7 +88,7 @@ pub fn capture(
     _bounds: (usize, usize),
     _start: [u64; 4],
     _tap: Option<super::Tap<'_>>,
-) -> (usize, bool, Option<u64>) {
+) -> (usize, Option<u64>, Option<u64>) {
     let mut w = Walk {
         out,
         n: 0,
@@ -90,7 +96,9 @@ pub fn capture(
         full: false,
     };
     // SAFETY: the callback matches the expected signature and only writes into `w`.
-    let code = unsafe { _Unwind_Backtrace(step, &mut w as *mut Walk<'_> as *mut c_void) };
+    let code = phdr_list::serve(&m.list, || unsafe {
+        _Unwind_Backtrace(step, &mut w as *mut Walk<'_> as *mut c_void)
+    });
     // ARM's EHABI unwinder ends every walk with `_URC_FAILURE`, the outermost frame's
     // (`EXIDX_CANTUNWIND`) included: there only a full buffer tells.
     let cut = if w.full {
@@ -100,5 +108,5 @@ pub fn capture(
     } else {
         None
     };
-    (w.n, false, cut)
+    (w.n, None, cut)
 }

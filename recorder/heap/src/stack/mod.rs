@@ -16,7 +16,8 @@
 //! pointers at a fraction of the cost of the C runtime's `_Unwind_Backtrace`, which
 //! re-interprets the CFI of every frame on every call (about 190 ns a frame here). Other
 //! architectures (ARMv7's `.ARM.exidx`, i686, RISC-V) use `_Unwind_Backtrace` until they get
-//! a cached unwinder of their own.
+//! a cached unwinder of their own; the module look-ups it makes through `dl_iterate_phdr`
+//! are answered without the loader's lock (`phdr_list`).
 //!
 //! Most events need no unwind at all: [`stack_id`] first asks the [`memo`], which knows the
 //! stacks unwound before from the same entry registers and checks the stack words that
@@ -25,13 +26,16 @@
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod framehop_unwind;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub use framehop_unwind::{capture, rescan, Modules};
+pub use framehop_unwind::{build, capture, rescan, Modules};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod libgcc;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub mod phdr_list;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub use libgcc::{capture, rescan, Modules};
 
+pub mod find;
 pub mod memo;
 pub mod modules;
 
@@ -202,8 +206,8 @@ pub struct InternFailed;
 /// zero, and an aligned address far above any stack (so that `v + 16` cannot overflow).
 const PROBES: [u64; 2] = [0, 0x7fff_ffff_ffff_fff0];
 
-/// The trace-tree id of the stack of the hook entered at `at`, and whether an address
-/// outside every known module was met. From the memo when the stack words that decided the
+/// The trace-tree id of the stack of the hook entered at `at`, and the first address
+/// outside every known module met, if any. From the memo when the stack words that decided the
 /// last unwind from the same registers are unchanged; else the stack is unwound ([`capture`],
 /// with the hook's return address as the innermost frame, see [`put_first`]) and handed to
 /// `intern`, which returns its id (or fails when the id could not be sent), and the memo
@@ -221,7 +225,7 @@ pub fn stack_id(
     s: &mut Scratch,
     bounds: (usize, usize),
     intern: impl FnOnce(&[u64]) -> Result<u64, InternFailed>,
-) -> Result<(u64, bool), InternFailed> {
+) -> Result<(u64, Option<u64>), InternFailed> {
     // The memo needs the entry registers, which only the framehop unwinder starts from.
     let memoize = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
         && at.regs[0] != 0
@@ -232,7 +236,7 @@ pub fn stack_id(
     };
     if memoize {
         if let Some(id) = memo.lookup(&key, bounds) {
-            return Ok((id, false));
+            return Ok((id, None));
         }
     }
     s.reads = Reads::new();
@@ -255,7 +259,7 @@ pub fn stack_id(
     if !memoize {
         return Ok((id, unknown));
     }
-    if unknown || s.reads.overflow() {
+    if unknown.is_some() || s.reads.overflow() {
         memo.stats.unstorable += 1;
         return Ok((id, unknown));
     }

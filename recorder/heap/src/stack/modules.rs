@@ -1,15 +1,23 @@
 //! The loaded modules, from `dl_iterate_phdr`: each one's address range and, for unwinding,
 //! its `.eh_frame_hdr` and `.eh_frame` as they sit in memory (no file is read).
 //!
-//! `dl_iterate_phdr` takes the loader's lock, so it is never called with the interposer's
-//! lock held (a thread inside `dlopen` may be waiting for ours), and on musl not from inside
-//! `malloc` at all (musl's `dlopen` calls `malloc` with the loader lock held): there the list
-//! is taken at load time and again each time `dlopen` or `dlclose` returns (`crate::dl`).
+//! `dl_iterate_phdr` takes the loader's lock, and the loader allocates and frees with it held,
+//! so it is never called from inside an allocation once the interposer is initialized: the
+//! list is taken at load time and again each time `dlopen` (musl) or `dlclose` returns
+//! (`crate::dl`); on glibc a module loaded since is found by address with the lock-free
+//! `_dl_find_object` ([`super::find`]).
 
 // The ELF fields are u32 on 32-bit targets: the `as u64` casts are needed there.
 #![allow(clippy::unnecessary_cast)]
 
 use alloc::vec::Vec;
+
+/// A program header of this target's ELF class.
+#[cfg(target_pointer_width = "64")]
+pub(crate) type Phdr = libc::Elf64_Phdr;
+/// A program header of this target's ELF class.
+#[cfg(target_pointer_width = "32")]
+pub(crate) type Phdr = libc::Elf32_Phdr;
 
 /// One loaded module. (Only framehop reads the unwind fields; `_Unwind_Backtrace` finds
 /// the tables itself.)
@@ -30,6 +38,10 @@ pub struct Loaded {
 }
 
 /// All modules now loaded.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 pub fn loaded() -> Vec<Loaded> {
     let mut out: Vec<Loaded> = Vec::new();
     // SAFETY: the callback only reads the phdr array the loader hands it.
@@ -42,6 +54,10 @@ pub fn loaded() -> Vec<Loaded> {
     out
 }
 
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
 unsafe extern "C" fn callback(
     info: *mut libc::dl_phdr_info,
     _size: libc::size_t,
@@ -54,7 +70,15 @@ unsafe extern "C" fn callback(
     }
     // SAFETY: the loader gives dlpi_phnum headers at dlpi_phdr.
     let phdrs = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-    let bias = info.dlpi_addr as u64;
+    if let Some(l) = from_phdrs(info.dlpi_addr as u64, phdrs) {
+        out.push(l);
+    }
+    0
+}
+
+/// The module with load bias `bias` and program headers `phdrs`, which the loader has mapped
+/// (its `.eh_frame_hdr` is read in place); `None` when it has no loadable segment.
+pub(crate) fn from_phdrs(bias: u64, phdrs: &[Phdr]) -> Option<Loaded> {
     let mut lo = u64::MAX;
     let mut hi = 0;
     let mut hdr = None;
@@ -67,7 +91,7 @@ unsafe extern "C" fn callback(
         }
     }
     if lo >= hi {
-        return 0;
+        return None;
     }
     let eh_frame = hdr.and_then(|(a, len)| {
         // SAFETY: the header lies in mapped memory (PT_GNU_EH_FRAME is inside a PT_LOAD).
@@ -88,13 +112,12 @@ unsafe extern "C" fn callback(
             .1;
         Some((start, end - start))
     });
-    out.push(Loaded {
+    Some(Loaded {
         bias,
         range: lo..hi,
         eh_frame_hdr: hdr,
         eh_frame,
-    });
-    0
+    })
 }
 
 /// Decodes `eh_frame_ptr` from an `.eh_frame_hdr` at address `at`.
