@@ -57,7 +57,7 @@ fn assert_report(r: &Value) -> u64 {
         switches * 100 <= samples * 10,
         "{switches} stack switches: {u:#}"
     );
-    for (name, line) in [("main.hotA", 25), ("main.hotB", 33)] {
+    for (name, line) in [("main.hotA", 29), ("main.hotB", 37)] {
         let f = functions
             .iter()
             .find(|f| f["function"] == name)
