@@ -50,6 +50,29 @@ pub fn resolve() {
     allow(dead_code)
 )]
 pub fn find(addr: u64) -> Option<Loaded> {
+    let o = object(addr)?;
+    if o.link_map.is_null() {
+        return None;
+    }
+    // SAFETY: `l_addr`, the load bias, is the first field of every `struct link_map`, which
+    // stays valid while its module is loaded (the module holding `addr` is).
+    let bias = unsafe { *(o.link_map as *const usize) } as u64;
+    let phdrs = program_headers(o.map_start as usize, o.map_end as usize)?;
+    from_phdrs(bias, phdrs)
+}
+
+/// The program headers (address and count) of the loaded module that holds `addr`, if any.
+/// Lock-free and async-signal-safe, as [`find`].
+#[cfg_attr(any(target_arch = "x86_64", target_arch = "aarch64"), allow(dead_code))]
+pub fn headers(addr: u64) -> Option<(*const Phdr, u16)> {
+    let o = object(addr)?;
+    let p = program_headers(o.map_start as usize, o.map_end as usize)?;
+    Some((p.as_ptr(), p.len() as u16))
+}
+
+/// `_dl_find_object`'s answer for `addr`, when it has one with a non-empty mapping.
+/// Lock-free and async-signal-safe, as [`find`].
+fn object(addr: u64) -> Option<DlFindObject> {
     let f = FIND.load(Ordering::Acquire);
     if f == 0 || addr == 0 || addr > usize::MAX as u64 {
         return None;
@@ -63,37 +86,7 @@ pub fn find(addr: u64) -> Option<Loaded> {
         return None;
     }
     let (start, end) = (o.map_start as usize, o.map_end as usize);
-    if o.link_map.is_null() || start == 0 || end <= start {
-        return None;
-    }
-    // SAFETY: `l_addr`, the load bias, is the first field of every `struct link_map`, which
-    // stays valid while its module is loaded (the module holding `addr` is).
-    let bias = unsafe { *(o.link_map as *const usize) } as u64;
-    let phdrs = program_headers(start, end)?;
-    from_phdrs(bias, phdrs)
-}
-
-/// The program headers (address and count) of the loaded module that holds `addr`, if any.
-/// Lock-free and async-signal-safe, as [`find`].
-#[cfg_attr(any(target_arch = "x86_64", target_arch = "aarch64"), allow(dead_code))]
-pub fn headers(addr: u64) -> Option<(*const Phdr, u16)> {
-    let f = FIND.load(Ordering::Acquire);
-    if f == 0 || addr == 0 || addr > usize::MAX as u64 {
-        return None;
-    }
-    let mut o = empty();
-    // SAFETY: as in `find`.
-    if unsafe { core::mem::transmute::<usize, FindFn>(f)(addr as usize as *mut c_void, &mut o) }
-        != 0
-    {
-        return None;
-    }
-    let (start, end) = (o.map_start as usize, o.map_end as usize);
-    if start == 0 || end <= start {
-        return None;
-    }
-    let p = program_headers(start, end)?;
-    Some((p.as_ptr(), p.len() as u16))
+    (start != 0 && end > start).then_some(o)
 }
 
 /// The program headers of the ELF image mapped at `[start, end)`, read in place.
