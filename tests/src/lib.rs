@@ -124,6 +124,27 @@ pub struct Program {
     pub source: PathBuf,
 }
 
+/// Compiles `src` (in tests/programs) with `cc` (gcc or musl-gcc) into `out`: debug info,
+/// -O1, no builtins (every allocation stays a call), a build-id, and `--eh-frame-hdr` as gcc
+/// passes it on every Linux toolchain (Alpine's, Yocto's, Buildroot's musl ones too; Debian's
+/// musl-gcc wrapper leaves it out, and the heap interposer finds a module's unwind tables
+/// through that header), then `flags`.
+pub fn compile_with(cc: &str, src: &str, flags: &[&str], out: &Path) {
+    let o = Command::new(cc)
+        .args(["-g", "-O1", "-fno-builtin", "-Wl,--build-id,--eh-frame-hdr"])
+        .args(flags)
+        .arg(source(src))
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| panic!("run {cc} (scripts/test-setup.sh installs musl-tools): {e}"));
+    assert!(
+        o.status.success(),
+        "{cc} {src}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Source of a program in `tests/programs/`.
 pub fn source(name: &str) -> PathBuf {
     root().join("tests/programs").join(name)

@@ -25,10 +25,8 @@ fn musl_heap_lib() -> PathBuf {
     p
 }
 
-/// Compiles the program and the library with `cc` (gcc or musl-gcc) into `<scratch>/<tag>/`.
-/// `--eh-frame-hdr` as gcc passes it on every Linux toolchain (Alpine's, Yocto's, Buildroot's
-/// musl ones too); Debian's musl-gcc wrapper leaves it out, and the interposer finds a module's
-/// unwind tables through that header.
+/// Compiles the program and the library with `cc` (gcc or musl-gcc) into `<scratch>/<tag>/`
+/// (see [`compile_with`] for the flags).
 fn build_pair(cc: &str, tag: &str) -> (PathBuf, PathBuf) {
     let dir = scratch().join(tag);
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -38,21 +36,7 @@ fn build_pair(cc: &str, tag: &str) -> (PathBuf, PathBuf) {
         (&lib, "heap_dlopen_lib.c", &["-shared", "-fPIC"][..]),
         (&main, "heap_dlopen_main.c", &[][..]),
     ] {
-        let o = Command::new(cc)
-            .args(["-g", "-O1", "-fno-builtin", "-Wl,--build-id,--eh-frame-hdr"])
-            .args(extra)
-            .arg(source(src))
-            .arg("-o")
-            .arg(out)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("run {cc} (scripts/test-setup.sh installs musl-tools): {e}")
-            });
-        assert!(
-            o.status.success(),
-            "{cc} {src}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        compile_with(cc, src, extra, out);
     }
     (main, lib)
 }

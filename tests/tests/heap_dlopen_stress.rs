@@ -69,22 +69,12 @@ fn build_pair(cc: &str, tag: &str, link: &[String]) -> (PathBuf, PathBuf) {
         (&lib, "heap_dlopen_stress_lib.c", &["-shared", "-fPIC"][..]),
         (&main, "heap_dlopen_stress.c", &["-pthread"][..]),
     ] {
-        let o = Command::new(cc)
-            .args(["-g", "-O1", "-fno-builtin", "-Wl,--build-id,--eh-frame-hdr"])
-            .args(extra)
-            .args(link)
-            .arg(source(src))
-            .arg("-o")
-            .arg(out)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("run {cc} (scripts/test-setup.sh installs musl-tools): {e}")
-            });
-        assert!(
-            o.status.success(),
-            "{cc} {src}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let flags: Vec<&str> = extra
+            .iter()
+            .copied()
+            .chain(link.iter().map(String::as_str))
+            .collect();
+        compile_with(cc, src, &flags, out);
     }
     (main, lib)
 }
