@@ -13,13 +13,16 @@
 //! open-addressing set ([`Set`]) in the interposer's own arena: it changes only on the event
 //! path, under the interposer's lock, and every free looks its address up without a lock
 //! (a sequence counter tells a reader that a change overlapped its look-up, and it looks
-//! again). A miss (almost every free) reads one or two slots.
+//! again). A counting filter in front of it ([`filter`]) answers most frees (those of
+//! blocks never sampled) from one byte that stays in the cache.
 //!
 //! Limits: a block allocated in a signal handler that interrupted the event path and freed
 //! before that event finished has its free missed (the set learns of the block only when
 //! the parked event is written); a block whose address another thread gets back from the
 //! allocator between a `realloc` returning and the set forgetting the old block may have
 //! its free recorded once more (the host ignores frees of unknown blocks).
+
+mod filter;
 
 use alloc::boxed::Box;
 use core::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
@@ -162,24 +165,26 @@ impl Set {
         }
     }
 
-    fn insert(&mut self, addr: u64) {
+    /// Adds `addr`; false when it was there already.
+    fn insert(&mut self, addr: u64) -> bool {
         let mut i = home(addr, self.shift);
         loop {
             match self.slots[i].load(Ordering::Relaxed) {
                 0 => {
                     self.slots[i].store(addr, Ordering::Relaxed);
                     self.len += 1;
-                    return;
+                    return true;
                 }
-                a if a == addr => return,
+                a if a == addr => return false,
                 _ => i = (i + 1) & self.mask(),
             }
         }
     }
 
-    fn remove(&mut self, addr: u64) {
+    /// Removes `addr`; false when it was not there.
+    fn remove(&mut self, addr: u64) -> bool {
         let Some(mut i) = self.find(addr) else {
-            return;
+            return false;
         };
         self.len -= 1;
         let mask = self.mask();
@@ -191,7 +196,7 @@ impl Set {
                 j = (j + 1) & mask;
                 let a = self.slots[j].load(Ordering::Relaxed);
                 if a == 0 {
-                    return;
+                    return true;
                 }
                 let k = home(a, self.shift);
                 let stays = if i <= j {
@@ -214,6 +219,9 @@ impl Set {
 /// a free recorded too many is ignored by the host, one missed would look like a leak.
 #[inline]
 pub fn contains(addr: u64) -> bool {
+    if !filter::may_contain(addr) {
+        return false;
+    }
     for _ in 0..1000 {
         let s1 = SEQ.load(Ordering::Acquire);
         if s1 & 1 == 0 {
@@ -249,7 +257,9 @@ fn change(f: impl FnOnce(&mut Set)) {
 /// Remembers a sampled block. Only under the interposer's lock (or as the only thread).
 pub fn remember(addr: u64) {
     change(|set| {
-        set.insert(addr);
+        if set.insert(addr) {
+            filter::add(addr);
+        }
         if set.len * 4 > set.slots.len() {
             grow(set);
         }
@@ -259,7 +269,11 @@ pub fn remember(addr: u64) {
 /// Forgets a block that was freed. Only under the interposer's lock (or as the only thread).
 pub fn forget(addr: u64) {
     if !TABLE.load(Ordering::Relaxed).is_null() {
-        change(|set| set.remove(addr));
+        change(|set| {
+            if set.remove(addr) {
+                filter::remove(addr);
+            }
+        });
     }
 }
 
