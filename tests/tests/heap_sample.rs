@@ -204,8 +204,11 @@ fn compare_with_exact(name: &str, extra_args: &[&str]) {
                     rel * 100.0
                 );
             } else {
+                // 4, not 3: nine such sites over the three programs would fail a run one
+                // time in 40 at 3 standard errors by chance alone, one in 7,000 at 4. (The
+                // 3-standard-error share over every site is checked below.)
                 c.top_unreachable += 1;
-                assert!(z <= 3.0, "{name}: top site {} is {z:.2} SE off", key(s));
+                assert!(z <= 4.0, "{name}: top site {} is {z:.2} SE off", key(s));
             }
         }
     }

@@ -1,7 +1,10 @@
-//! The exported malloc family. Each hook calls the real function first and then records what
-//! it returned, except `free`, which records before freeing so that another thread cannot be
-//! handed the same address and record its allocation first (heaptrack orders it the same
-//! way). What is recorded, per heaptrack's hooks:
+//! The exported malloc family. Each hook first asks whether the call will be an event at all
+//! (`sample::alloc_skipped` and its kin: not when recording is off, nor for most calls in
+//! sampled mode), and if not goes straight on to the C library's function. An event's hook
+//! calls the real function first and then records what it returned, except `free`, which
+//! records before freeing so that another thread cannot be handed the same address and record
+//! its allocation first (heaptrack orders it the same way). What is recorded, per heaptrack's
+//! hooks:
 //! - `free(NULL)`: nothing;
 //! - `realloc(old, n) -> new`: `Free{old}` (when old is not NULL) then `Alloc{new, n}`;
 //!   when realloc fails or returns NULL (glibc's `realloc(p, 0)` frees p and returns NULL),
@@ -21,7 +24,7 @@
 
 use core::ffi::c_void;
 
-use crate::{real, record, stack};
+use crate::{real, record, sample, stack};
 
 /// Defines a hook twice with one body: exported under the C name (what a preload
 /// interposes), and as a library-internal function of the second name for the call slots
@@ -64,6 +67,9 @@ hook! {
 /// `malloc`.
 fn malloc / attached_malloc(size: usize) -> *mut c_void {
     let at = stack::entry();
+    if sample::alloc_skipped(size) {
+        return real::malloc(size);
+    }
     let p = real::malloc(size);
     record::alloc(p, size, at);
     p
@@ -73,12 +79,10 @@ fn malloc / attached_malloc(size: usize) -> *mut c_void {
 hook! {
 /// `free`.
 fn free / attached_free(p: *mut c_void) -> () {
-    if p.is_null() {
+    if p.is_null() || real::is_boot(p) || sample::free_skipped(p as u64) {
         return real::free(p);
     }
-    if !real::is_boot(p) {
-        record::free(p);
-    }
+    record::free(p);
     real::free(p)
 }
 }
@@ -94,6 +98,9 @@ hook! {
 /// `calloc`.
 fn calloc / attached_calloc(n: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
+    if sample::alloc_skipped(n.wrapping_mul(size)) {
+        return real::calloc(n, size);
+    }
     let p = real::calloc(n, size);
     record::alloc(p, n.wrapping_mul(size), at);
     p
@@ -104,17 +111,20 @@ hook! {
 /// `realloc`.
 fn realloc / attached_realloc(old: *mut c_void, size: usize) -> *mut c_void {
     let at = stack::entry();
-    realloc_from(old, size, at)
+    match sample::realloc_plan(old as u64, size) {
+        None => real::realloc(old, size),
+        Some(plan) => realloc_from(old, size, at, plan),
+    }
 }
 }
 
-/// `realloc` for a hook entered at `at`.
+/// `realloc` for a hook entered at `at`, with events as [`sample::realloc_plan`] planned.
 #[inline(always)]
-fn realloc_from(old: *mut c_void, size: usize, at: stack::Entry) -> *mut c_void {
-    let was_boot = real::is_boot(old);
+fn realloc_from(old: *mut c_void, size: usize, at: stack::Entry, plan: (u64, bool)) -> *mut c_void {
+    // A bootstrap block was never recorded (it is copied out, not freed).
+    let freed = if real::is_boot(old) { 0 } else { plan.0 };
     let p = real::realloc(old, size);
-    let old = if was_boot { core::ptr::null_mut() } else { old };
-    record::realloc(old, p, size, at);
+    record::realloc(freed, plan.1, p, size, at);
     p
 }
 
@@ -123,7 +133,10 @@ hook! {
 fn reallocarray / attached_reallocarray(old: *mut c_void, n: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
     match n.checked_mul(size) {
-        Some(total) => realloc_from(old, total, at),
+        Some(total) => match sample::realloc_plan(old as u64, total) {
+            None => real::realloc(old, total),
+            Some(plan) => realloc_from(old, total, at, plan),
+        },
         None => {
             // SAFETY: setting the thread's errno.
             unsafe { *libc::__errno_location() = libc::ENOMEM };
@@ -140,6 +153,9 @@ hook! {
 /// `out` must be valid for writing a pointer, as for the C function.
 unsafe fn posix_memalign / attached_posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
     let at = stack::entry();
+    if sample::alloc_skipped(size) {
+        return real::posix_memalign(out, align, size);
+    }
     let r = real::posix_memalign(out, align, size);
     if r == 0 {
         // SAFETY: on success the real function stored the block in *out.
@@ -153,6 +169,9 @@ hook! {
 /// `aligned_alloc`.
 fn aligned_alloc / attached_aligned_alloc(align: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
+    if sample::alloc_skipped(size) {
+        return real::aligned_alloc(align, size);
+    }
     let p = real::aligned_alloc(align, size);
     record::alloc(p, size, at);
     p
@@ -163,6 +182,9 @@ hook! {
 /// `memalign`.
 fn memalign / attached_memalign(align: usize, size: usize) -> *mut c_void {
     let at = stack::entry();
+    if sample::alloc_skipped(size) {
+        return real::memalign(align, size);
+    }
     let p = real::memalign(align, size);
     record::alloc(p, size, at);
     p
@@ -173,6 +195,9 @@ hook! {
 /// `valloc`.
 fn valloc / attached_valloc(size: usize) -> *mut c_void {
     let at = stack::entry();
+    if sample::alloc_skipped(size) {
+        return real::valloc(size);
+    }
     let p = real::valloc(size);
     record::alloc(p, size, at);
     p
@@ -183,6 +208,9 @@ hook! {
 /// `pvalloc`.
 fn pvalloc / attached_pvalloc(size: usize) -> *mut c_void {
     let at = stack::entry();
+    if sample::alloc_skipped(size) {
+        return real::pvalloc(size);
+    }
     let p = real::pvalloc(size);
     record::alloc(p, size, at);
     p

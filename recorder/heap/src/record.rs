@@ -159,42 +159,33 @@ pub fn active() -> bool {
 }
 
 /// Records an allocation of `size` bytes at `addr`, made by the code the hook entered at
-/// `at` returns to
-/// ([`stack::entry_return_address`] of the hook, 0 when unknown).
+/// `at` returns to ([`stack::entry_return_address`] of the hook, 0 when unknown). Only for a
+/// call [`sample::alloc_skipped`] chose.
 #[inline(always)]
 pub fn alloc(addr: *mut core::ffi::c_void, size: usize, at: stack::Entry) {
     if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {
-        let mean = sample::mean();
-        if mean == 0 || thread::sampled(size, mean) {
-            event(kind::ALLOC, 0, addr as u64, size as u64, at);
-        }
+        event(kind::ALLOC, 0, addr as u64, size as u64, at);
     }
 }
 
-/// Records a free of `addr` (free(NULL) is not an event).
+/// Records a free of `addr` (not NULL). Only for a call [`sample::free_skipped`] chose.
 #[inline(always)]
 pub fn free(addr: *mut core::ffi::c_void) {
-    if ACTIVE.load(Ordering::Relaxed)
-        && !addr.is_null()
-        && (sample::mean() == 0 || sample::contains(addr as u64))
-    {
+    if ACTIVE.load(Ordering::Relaxed) {
         event(kind::FREE, 0, addr as u64, 0, stack::Entry::default());
     }
 }
 
-/// Records a successful realloc: `Free{old}` (when old is not NULL) then `Alloc{new, size}`,
-/// back to back under one lock, as heaptrack's realloc hook does. `ra` as for [`alloc`].
+/// Records a successful realloc as [`sample::realloc_plan`] planned it (`old`: the block to
+/// record as freed, 0 for none; `keep`: whether the new block is recorded): `Free{old}` then
+/// `Alloc{new, size}`, back to back under one lock, as heaptrack's realloc hook does. `at` as
+/// for [`alloc`].
 #[inline(always)]
-pub fn realloc(
-    old: *mut core::ffi::c_void,
-    new: *mut core::ffi::c_void,
-    size: usize,
-    at: stack::Entry,
-) {
+pub fn realloc(old: u64, keep: bool, new: *mut core::ffi::c_void, size: usize, at: stack::Entry) {
     if !ACTIVE.load(Ordering::Relaxed) || new.is_null() {
         return;
     }
-    match sample::realloc_events(old as u64, size, sample::mean()) {
+    match (old, keep) {
         (0, false) => {}
         (old, false) => event(kind::FREE, 0, old, 0, stack::Entry::default()),
         (old, true) => event(REALLOC, old, new as u64, size as u64, at),

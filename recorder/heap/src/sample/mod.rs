@@ -107,15 +107,51 @@ pub fn ln(x: f64) -> f64 {
     e as f64 * core::f64::consts::LN_2 + 2.0 * sum
 }
 
-/// A successful `realloc(old, size)` in sampled mode: the old block's address if it was
-/// sampled (else 0; its free is recorded), and whether the new block is sampled. In exact
-/// mode: `old` and true.
-pub fn realloc_events(old: u64, size: usize, mean: u64) -> (u64, bool) {
-    if mean == 0 {
-        return (old, true);
+// ---- decisions taken before the real function runs ----------------------------------------
+//
+// Each hook asks first, so that a call that will be no event goes straight on to the C
+// library's function (a tail call: no frame of the hook's left around it, nothing done after
+// it). In sampled mode that is almost every call; it is also every call once recording is off.
+// A sampling point is therefore consumed by an allocation before the allocator ran: one that
+// then fails (NULL) records nothing and its point is lost, a bias of the order of the
+// program's failed allocations, which are rare.
+
+/// Whether an allocation of `size` bytes certainly makes no event: recording is off, or in
+/// sampled mode it covers no sampling point (which this consumes when it does).
+#[inline(always)]
+pub fn alloc_skipped(size: usize) -> bool {
+    if !crate::record::ACTIVE.load(Ordering::Relaxed) {
+        return true;
+    }
+    match mean() {
+        0 => false,
+        m => !crate::thread::sampled(size, m),
+    }
+}
+
+/// Whether a free of `addr` (not NULL) certainly makes no event: recording is off, or in
+/// sampled mode the block was not sampled.
+#[inline(always)]
+pub fn free_skipped(addr: u64) -> bool {
+    !crate::record::ACTIVE.load(Ordering::Relaxed) || (mean() != 0 && !contains(addr))
+}
+
+/// The events a `realloc(old, size)` makes if it succeeds: `None` when none; else the old
+/// block to record as freed (0 for none) and whether the new block is recorded. Exact mode:
+/// `old` and true. Sampled mode: the old block only if it was sampled, the new one if it
+/// covers a sampling point.
+#[inline(always)]
+pub fn realloc_plan(old: u64, size: usize) -> Option<(u64, bool)> {
+    if !crate::record::ACTIVE.load(Ordering::Relaxed) {
+        return None;
+    }
+    let m = mean();
+    if m == 0 {
+        return Some((old, true));
     }
     let old = if old != 0 && contains(old) { old } else { 0 };
-    (old, crate::thread::sampled(size, mean))
+    let new = crate::thread::sampled(size, m);
+    (old != 0 || new).then_some((old, new))
 }
 
 // ---- the set of sampled live blocks ------------------------------------------------------
