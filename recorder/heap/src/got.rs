@@ -247,11 +247,11 @@ impl Tables {
             // SAFETY: inside the relocation table.
             let (r_offset, r_info) = unsafe { (word(at + off), word(at + off + W)) };
             off += entry;
-            let (sym, kind) = if W == 8 {
-                (r_info >> 32, r_info & 0xffff_ffff)
-            } else {
-                (r_info >> 8, r_info & 0xff)
-            };
+            // ELF64_R_SYM/ELF64_R_TYPE, or the 32-bit forms.
+            #[cfg(target_pointer_width = "64")]
+            let (sym, kind) = (r_info >> 32, r_info & 0xffff_ffff);
+            #[cfg(target_pointer_width = "32")]
+            let (sym, kind) = (r_info >> 8, r_info & 0xff);
             if sym == 0 || !is_slot_type(kind) {
                 continue;
             }
