@@ -9,8 +9,10 @@
  * /proc/self/maps, read before descending) minus the address of a local at the bottom, and
  * the usable size of its stack (pthread_getattr_np; 0 for the main thread):
  *   truth NAME TID USED_BYTES STACK_SIZE
- * The threads run one after the other, so each has the CPU to itself at its bottom.
- * Usage: stack_depth burn|sleep */
+ * The threads run one after the other, so each has the CPU to itself at its bottom. In sleep
+ * mode each also says "bottom NAME" when it gets there, before sleeping, so that a test can
+ * look at it then (a snapshot), and sleeps MS milliseconds (400 unless told).
+ * Usage: stack_depth burn|sleep [MS] */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
@@ -50,12 +52,17 @@ static uintptr_t mapping_top(uintptr_t addr) {
     return top;
 }
 
+/* How long a thread sleeps at its bottom in sleep mode. */
+static long sleep_ms = 400;
+
 /* The deepest point: measure, then burn 400 ms of this thread's CPU time or sleep 400 ms. */
 __attribute__((noinline)) void stack_bottom(struct job *j) {
     volatile char here = 0;
     j->used = j->top - (uintptr_t)&here;
     if (j->sleep) {
-        struct timespec ts = {0, 400 * 1000 * 1000};
+        printf("bottom %s\n", j->name);
+        fflush(stdout);
+        struct timespec ts = {sleep_ms / 1000, (sleep_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
         return;
     }
@@ -113,6 +120,8 @@ static void in_thread(struct job *j) {
 
 int main(int argc, char **argv) {
     int sleep = argc > 1 && strcmp(argv[1], "sleep") == 0;
+    if (argc > 2)
+        sleep_ms = atol(argv[2]);
     struct job small = {"small", 256 << 10, 225, sleep, 0, 0, 0};
     struct job large = {"large", 1 << 20, 300, sleep, 0, 0, 0};
     struct job main_job = {"stack_depth", 0, 100, sleep, 0, 0, 0};

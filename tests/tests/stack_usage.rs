@@ -175,12 +175,19 @@ fn path(p: &Path) -> &str {
 fn snapshots_count_for_stack_usage() {
     let p = build("stack_depth.c", "stack_depth_snapshot", &["-O2"]);
     add_system_libs(&p.sysroot, &p.board);
-    let child = Command::new(&p.board)
-        .arg("sleep")
+    // "small" sleeps 1.5 s at its bottom; the snapshots start once it says it is there (a
+    // fixed delay raced a loaded machine: all four snapshots came after it had finished).
+    let mut child = Command::new(&p.board)
+        .args(["sleep", "1500"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("run stack_depth");
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+    let mut seen = String::new();
+    while !seen.contains("bottom small\n") {
+        let n = std::io::BufRead::read_line(&mut stdout, &mut seen).expect("read stack_depth");
+        assert!(n > 0, "stack_depth ended before small's bottom: {seen}");
+    }
     let out = scratch().join("stack_depth_snapshot.zst");
     let pid = child.id().to_string();
     let args = [
@@ -195,8 +202,9 @@ fn snapshots_count_for_stack_usage() {
     ];
     let o = run_rec(&[&args[..], &[path(&out)]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let done = child.wait_with_output().expect("wait for stack_depth");
-    let truth = truths(&done.stdout);
+    std::io::Read::read_to_string(&mut stdout, &mut seen).expect("read stack_depth");
+    assert!(child.wait().expect("wait for stack_depth").success());
+    let truth = truths(seen.as_bytes());
     let (tid, t) = truth
         .iter()
         .find(|(_, t)| t.name == "small")
