@@ -43,6 +43,8 @@ pub unsafe extern "C" fn crossprof_heap_attach(socket: *const c_char, rec_pid: u
     if socket.is_null() || SOCKET_LEN.load(Ordering::Acquire) != 0 {
         return -1;
     }
+    // Loaded by dlopen: its thread-locals may be dynamic (never learnt at load; made sure).
+    crate::thread::forget_static_tls();
     // SAFETY: the caller passes a NUL-terminated string.
     let name = unsafe { core::ffi::CStr::from_ptr(socket) }.to_bytes();
     if name.is_empty() || name.len() > 100 {

@@ -66,14 +66,23 @@ pub(crate) use hook;
 hook! {
 /// `malloc`.
 fn malloc / attached_malloc(size: usize) -> *mut c_void {
-    let at = stack::entry();
+    let ra = stack::entry_return_address();
     if sample::alloc_skipped(size) {
         return real::malloc(size);
     }
+    malloc_event(size, ra)
+}
+}
+
+/// A `malloc` that is an event, for a hook whose return address is `ra`. Apart from the hook
+/// so that the hook's way to the C library for the calls that are no event (almost all in
+/// sampled mode) needs no stack frame: a few instructions and a jump.
+#[inline(never)]
+fn malloc_event(size: usize, ra: u64) -> *mut c_void {
+    let at = stack::entry_from(ra);
     let p = real::malloc(size);
     record::alloc(p, size, at);
     p
-}
 }
 
 hook! {
@@ -82,9 +91,15 @@ fn free / attached_free(p: *mut c_void) -> () {
     if p.is_null() || real::is_boot(p) || sample::free_skipped(p as u64) {
         return real::free(p);
     }
+    free_event(p)
+}
+}
+
+/// A `free` that is an event (apart from the hook, as [`malloc_event`]).
+#[inline(never)]
+fn free_event(p: *mut c_void) {
     record::free(p);
     real::free(p)
-}
 }
 
 hook! {
@@ -97,25 +112,38 @@ fn cfree / attached_cfree(p: *mut c_void) -> () {
 hook! {
 /// `calloc`.
 fn calloc / attached_calloc(n: usize, size: usize) -> *mut c_void {
-    let at = stack::entry();
+    let ra = stack::entry_return_address();
     if sample::alloc_skipped(n.wrapping_mul(size)) {
         return real::calloc(n, size);
     }
+    calloc_event(n, size, ra)
+}
+}
+
+/// A `calloc` that is an event (apart from the hook, as [`malloc_event`]).
+#[inline(never)]
+fn calloc_event(n: usize, size: usize, ra: u64) -> *mut c_void {
+    let at = stack::entry_from(ra);
     let p = real::calloc(n, size);
     record::alloc(p, n.wrapping_mul(size), at);
     p
-}
 }
 
 hook! {
 /// `realloc`.
 fn realloc / attached_realloc(old: *mut c_void, size: usize) -> *mut c_void {
-    let at = stack::entry();
+    let ra = stack::entry_return_address();
     match sample::realloc_plan(old as u64, size) {
         None => real::realloc(old, size),
-        Some(plan) => realloc_from(old, size, at, plan),
+        Some(plan) => realloc_event(old, size, ra, plan),
     }
 }
+}
+
+/// A `realloc` that is an event (apart from the hook, as [`malloc_event`]).
+#[inline(never)]
+fn realloc_event(old: *mut c_void, size: usize, ra: u64, plan: (u64, bool)) -> *mut c_void {
+    realloc_from(old, size, stack::entry_from(ra), plan)
 }
 
 /// `realloc` for a hook entered at `at`, with events as [`sample::realloc_plan`] planned.

@@ -88,9 +88,10 @@ fn boot_base() -> usize {
 }
 
 /// Whether `p` came from the bootstrap arena.
+#[inline(always)]
 pub fn is_boot(p: *mut c_void) -> bool {
-    let a = p as usize;
-    a >= boot_base() && a < boot_base() + BOOT_BYTES
+    // One comparison: below the arena wraps around to a large offset.
+    (p as usize).wrapping_sub(boot_base()) < BOOT_BYTES
 }
 
 /// Size requested for a bootstrap block (stored in the 16 bytes before it).

@@ -133,6 +133,8 @@ pub fn init() {
         ACTIVE.store(false, Ordering::Release);
         return;
     }
+    // The launch's socket is in the environment: loaded with the program (LD_PRELOAD).
+    thread::learn_static_tls();
     crate::lock::find_single_threaded_flag();
     thread::pass_through(|| {
         // SAFETY: the handlers are plain extern "C" functions that stay loaded.

@@ -120,13 +120,9 @@ pub fn ln(x: f64) -> f64 {
 /// sampled mode it covers no sampling point (which this consumes when it does).
 #[inline(always)]
 pub fn alloc_skipped(size: usize) -> bool {
-    if !crate::record::ACTIVE.load(Ordering::Relaxed) {
-        return true;
-    }
-    match mean() {
-        0 => false,
-        m => !crate::thread::sampled(size, m),
-    }
+    // The gap first: in sampled mode most calls end there, before the second load.
+    let m = mean();
+    (m != 0 && !crate::thread::sampled(size, m)) || !crate::record::ACTIVE.load(Ordering::Relaxed)
 }
 
 /// Whether a free of `addr` (not NULL) certainly makes no event: recording is off, or in

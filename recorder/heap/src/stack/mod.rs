@@ -154,6 +154,15 @@ pub struct Entry {
 /// Signal-safe (reads registers only).
 #[inline(always)]
 pub fn entry() -> Entry {
+    entry_from(entry_return_address())
+}
+
+/// The [`Entry`] of an event whose hook read its return address `ra` first thing
+/// ([`entry_return_address`]) and then called the function this is inlined into: the
+/// registers are that function's, from which the unwinder passes through the hook's frame (if
+/// it is still there) as through any frame of the interposer's own. Signal-safe.
+#[inline(always)]
+pub fn entry_from(ra: u64) -> Entry {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     let regs = {
         let (pc, sp, fp, lr) = framehop_unwind::registers();
@@ -161,10 +170,7 @@ pub fn entry() -> Entry {
     };
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     let regs = [0; 4];
-    Entry {
-        ra: entry_return_address(),
-        regs,
-    }
+    Entry { ra, regs }
 }
 
 /// What an unwinder's stack reads go through: gets the address and what was read, returns
