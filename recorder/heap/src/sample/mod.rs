@@ -129,7 +129,8 @@ pub fn alloc_skipped(size: usize) -> bool {
 /// sampled mode the block was not sampled.
 #[inline(always)]
 pub fn free_skipped(addr: u64) -> bool {
-    !crate::record::ACTIVE.load(Ordering::Relaxed) || (mean() != 0 && !contains(addr))
+    let m = mean();
+    (m != 0 && !contains(addr)) || !crate::record::ACTIVE.load(Ordering::Relaxed)
 }
 
 /// The events a `realloc(old, size)` makes if it succeeds: `None` when none; else the old
@@ -249,11 +250,15 @@ impl Set {
 /// Whether `addr` is a sampled live block. Lock-free; if a change keeps overlapping the
 /// look-up (a writer interrupted by a signal handler on this very thread), answers yes:
 /// a free recorded too many is ignored by the host, one missed would look like a leak.
-#[inline]
+#[inline(always)]
 pub fn contains(addr: u64) -> bool {
-    if !filter::may_contain(addr) {
-        return false;
-    }
+    filter::may_contain(addr) && in_set(addr)
+}
+
+/// The set's half of [`contains`], out of line: the filter answers most calls, and the hooks
+/// that inline it then need no stack frame.
+#[inline(never)]
+fn in_set(addr: u64) -> bool {
     for _ in 0..1000 {
         let s1 = SEQ.load(Ordering::Acquire);
         if s1 & 1 == 0 {
