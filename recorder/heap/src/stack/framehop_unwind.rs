@@ -246,7 +246,7 @@ pub fn capture(
         let is_return = matches!(addr, FrameAddress::ReturnAddress(_));
         let state = key(&regs);
         if splice && is_return {
-            if let Some(p) = finder.find(trace, bounds, at, &state, &raw) {
+            if let Some(p) = finder.find(trace, bounds, sp, at, &state, &raw) {
                 m.stats.spliced += 1;
                 met = Some(p);
                 if let Some(t) = tap.as_deref_mut() {

@@ -46,6 +46,10 @@ struct Step {
     /// [`Trace`]: reads of this step and every outer one (`reads[..upto]`); [`Fresh`]:
     /// reads made before this step.
     reads: u32,
+    /// [`Trace`]: whether none of those reads failed.
+    clean: bool,
+    /// [`Trace`]: the lowest address among those reads.
+    low: u64,
 }
 
 const NO_STEP: Step = Step {
@@ -53,6 +57,8 @@ const NO_STEP: Step = Step {
     regs: [0; 3],
     foreign: false,
     reads: 0,
+    clean: true,
+    low: u64::MAX,
 };
 
 /// Stack words read, as (address, value), with the failed reads marked.
@@ -134,6 +140,7 @@ impl Fresh {
             regs,
             foreign,
             reads: self.reads.n as u32,
+            ..NO_STEP
         };
         self.n += 1;
     }
@@ -193,9 +200,12 @@ impl Trace {
             self.valid = false;
             return;
         }
-        let (mut n, from) = match at {
-            Some(p) => (p + 1, self.steps[p].reads as usize),
-            None => (0, 0),
+        let (mut n, from, mut clean, mut low) = match at {
+            Some(p) => {
+                let s = &self.steps[p];
+                (p + 1, s.reads as usize, s.clean, s.low)
+            }
+            None => (0, 0, true, u64::MAX),
         };
         if at.is_none() {
             self.end = end;
@@ -215,9 +225,13 @@ impl Trace {
             for r in s.reads as usize..until {
                 let (a, got) = fresh.reads.get(r);
                 self.reads.push(a, got);
+                clean &= got.is_ok();
+                low = low.min(a);
             }
             self.steps[n] = Step {
                 reads: self.reads.n as u32,
+                clean,
+                low,
                 ..s
             };
             n += 1;
@@ -282,11 +296,15 @@ impl Finder {
     /// with stack `bounds` may continue as, after checking with `raw` (which reads a stack
     /// word as the unwinder would, without side effects) that every word the trace read from
     /// there on is unchanged. The trace's innermost frame (an instruction pointer) is never
-    /// one.
+    /// one. `sp` is the stack pointer the unwind started from (`raw` reads nothing below it):
+    /// when every read to check succeeded before and lies at or above it, the words are
+    /// compared directly.
+    #[allow(clippy::too_many_arguments)]
     pub fn find(
         &mut self,
         t: &Trace,
         bounds: (usize, usize),
+        sp: u64,
         addr: u64,
         regs: &Regs,
         raw: &impl Fn(u64) -> Result<u64, ()>,
@@ -294,9 +312,9 @@ impl Finder {
         if self.left == 0 || t.bounds != bounds {
             return None;
         }
-        let sp = regs[1];
+        let frame_sp = regs[1];
         // The innermost step (left == n) is the first frame: skip it.
-        while self.left > 0 && (self.left == t.n || t.steps[self.left - 1].regs[1] < sp) {
+        while self.left > 0 && (self.left == t.n || t.steps[self.left - 1].regs[1] < frame_sp) {
             self.left -= 1;
         }
         let p = self.left.checked_sub(1)?;
@@ -309,7 +327,20 @@ impl Finder {
             return None;
         }
         self.checked += upto as u64;
-        // Inner words first: they change most.
+        if s.clean && s.low >= sp {
+            // Inner words first: they change most.
+            for i in (0..upto).rev() {
+                let (a, then) = t.reads.words[i];
+                // SAFETY: the read succeeded on a thread with the same stack bounds (so `a` is
+                // an aligned word below the stack's top) and `a` is at or above this
+                // thread's stack pointer at the hook's entry: inside the live stack.
+                if unsafe { *(a as *const u64) } != then {
+                    self.changed_from = i;
+                    return None;
+                }
+            }
+            return Some(p);
+        }
         for i in (0..upto).rev() {
             let (a, then) = t.reads.get(i);
             if raw(a) != then {
@@ -327,8 +358,8 @@ mod tests {
 
     #[test]
     fn a_frame_in_the_same_state_with_the_same_words_above_splices() {
-        let stack = [0x10u64, 0x20, 0x30, 0x40];
-        let base = stack.as_ptr() as u64;
+        let mut stack = [0x10u64, 0x20, 0x30, 0x40];
+        let base = stack.as_mut_ptr() as u64;
         let bounds = (base as usize, base as usize + 32);
         let raw = |a: u64| -> Result<u64, ()> {
             if a >= base && a < base + 32 {
@@ -365,7 +396,7 @@ mod tests {
         // Same state at the second frame, same words: splice there.
         let mut find = Finder::new(&t);
         assert_eq!(
-            find.find(&t, bounds, 0x2000, &[0, base + 8, 2], &raw),
+            find.find(&t, bounds, base, 0x2000, &[0, base + 8, 2], &raw),
             Some(1)
         );
         assert_eq!(
@@ -387,18 +418,42 @@ mod tests {
         );
         // Other registers, another stack or a changed word: no splice.
         let mut find = Finder::new(&t);
-        assert_eq!(find.find(&t, bounds, 0x2000, &[0, base + 8, 5], &raw), None);
+        assert_eq!(
+            find.find(&t, bounds, base, 0x2000, &[0, base + 8, 5], &raw),
+            None
+        );
         let mut find = Finder::new(&t);
-        assert_eq!(find.find(&t, (0, 8), 0x2000, &[0, base + 8, 2], &raw), None);
+        assert_eq!(
+            find.find(&t, (0, 8), base, 0x2000, &[0, base + 8, 2], &raw),
+            None
+        );
         let changed = |a: u64| raw(a).map(|v| if a == base + 24 { v + 1 } else { v });
         let mut find = Finder::new(&t);
         assert_eq!(
-            find.find(&t, bounds, 0x2000, &[0, base + 8, 2], &changed),
+            find.find(&t, bounds, base, 0x2000, &[0, base + 8, 2], &changed),
             None
         );
         // The changed word belongs to the outermost frame: no later splice either.
         assert_eq!(
-            find.find(&t, bounds, 0x3000, &[0, base + 24, 3], &changed),
+            find.find(&t, bounds, base, 0x3000, &[0, base + 24, 3], &changed),
+            None
+        );
+        // The outermost frame's words all lie above the start's stack pointer and were read
+        // without failing: compared in place.
+        let outer = [0, base + 24, 3];
+        assert_eq!(
+            Finder::new(&t).find(&t, bounds, base, 0x3000, &outer, &raw),
+            Some(0)
+        );
+        // SAFETY: base points at `stack`, which is still alive.
+        unsafe { *(base as *mut u64).add(3) = 0x41 };
+        assert_eq!(
+            Finder::new(&t).find(&t, bounds, base, 0x3000, &outer, &raw),
+            None
+        );
+        // Reads that failed, or a start above the words: checked as the unwinder reads.
+        assert_eq!(
+            Finder::new(&t).find(&t, bounds, base + 32, 0x3000, &outer, &raw),
             None
         );
     }
