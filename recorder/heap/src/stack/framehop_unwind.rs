@@ -9,6 +9,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::cell::Cell;
 use core::ops::{Deref, Range};
 
 use crossprof_heap_wire::cut_short;
@@ -98,6 +99,8 @@ pub struct Modules {
     trace: Box<Trace>,
     fresh: Box<Fresh>,
     ranges: Vec<Range<u64>>,
+    /// The range of the last address found known (see `known_in`).
+    hint: Cell<usize>,
     /// Counters.
     pub stats: Stats,
     /// The interposer's own code: its frames are skipped.
@@ -148,6 +151,7 @@ pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
         trace: Box::new(Trace::new()),
         fresh: Box::new(Fresh::new()),
         ranges,
+        hint: Cell::new(0),
         stats: Stats::default(),
         own,
         loaded,
@@ -157,7 +161,7 @@ pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
 impl Modules {
     /// Whether `ip` lies in a known module.
     pub fn known(&self, ip: u64) -> bool {
-        known_in(&self.ranges, ip)
+        known_in(&self.ranges, &self.hint, ip)
     }
 
     /// The rule caches' hits and misses, summed.
@@ -169,10 +173,18 @@ impl Modules {
     }
 }
 
-/// Whether `ip` lies in one of `ranges` (sorted by start).
-fn known_in(ranges: &[Range<u64>], ip: u64) -> bool {
+/// Whether `ip` lies in one of `ranges` (sorted by start); `hint` is the index of the range
+/// that held the last address found (consecutive frames mostly lie in the same module).
+fn known_in(ranges: &[Range<u64>], hint: &Cell<usize>, ip: u64) -> bool {
+    if ranges.get(hint.get()).is_some_and(|r| r.contains(&ip)) {
+        return true;
+    }
     let i = ranges.partition_point(|r| r.start <= ip);
-    i > 0 && ranges[i - 1].contains(&ip)
+    let found = i > 0 && ranges[i - 1].contains(&ip);
+    if found {
+        hint.set(i - 1);
+    }
+    found
 }
 
 /// Captures the calling thread's stack into `out` (innermost first, the interposer's frames
@@ -220,7 +232,7 @@ pub fn capture(
     let mut cut = None;
     let mut unknown = None;
     let own = m.own.clone();
-    let ranges = &m.ranges;
+    let (ranges, hint) = (&m.ranges, &m.hint);
     // Puts a frame into `out` unless it is the interposer's own; false when `out` is full.
     let mut emit = |ip: u64, foreign: bool, cut: &mut Option<u64>| -> bool {
         if own.contains(&ip) {
@@ -264,7 +276,7 @@ pub fn capture(
                 break;
             }
         }
-        let foreign = is_return && !known_in(ranges, at);
+        let foreign = is_return && !known_in(ranges, hint, at);
         if splice {
             fresh.step(at, foreign, state);
         }
