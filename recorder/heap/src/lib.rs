@@ -39,7 +39,7 @@
 //! previous unwind with the words above unchanged and takes the rest from it) and a ring
 //! write per event; memory: a 2 MiB ring, the trace tree (bounded, see [`trie`]), the memo
 //! (under 2 MiB, touched as used), the rule caches (under 1 MiB) and the last unwind
-//! (28 KiB) per process.
+//! (30 KiB) per process.
 //!
 //! Sampled mode (`rec --heap-sample BYTES`, see [`sample`]): only allocations that cover a
 //! sampling point take the path above; the others cost a thread-local subtraction, and a

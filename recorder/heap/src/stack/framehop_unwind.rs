@@ -40,8 +40,8 @@ fn key(r: &UnwindRegsAarch64) -> splice::Regs {
 /// How many framehop rule caches serve the unwinds, each frame address always the same one:
 /// one cache holds 509 rules in a direct-mapped table, which C++ programs' many distinct
 /// return addresses thrash (each miss parses the CFI again); 16 give 8,144 slots. Memory:
-/// about 16 KiB of rules and a 40 KiB CFI evaluation context per cache, 0.9 MiB in all,
-/// allocated with the module list.
+/// about 12 KiB of rules and a 25 KiB CFI evaluation context (gimli's fixed-size rows) per
+/// cache, about 0.6 MiB in all, allocated with the module list.
 pub const CACHES: usize = 16;
 
 /// Counters of the unwinds, for measurement (`CROSSPROF_HEAP_STATS`).

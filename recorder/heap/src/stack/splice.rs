@@ -19,7 +19,7 @@
 //! its outer part where it is and writes only the new inner frames ([`Fresh`]) after it: the
 //! cost of a spliced unwind is its new frames plus one compare per word checked.
 //!
-//! Memory: one [`Trace`] and one [`Fresh`] of about 14 KiB each, allocated with the module
+//! Memory: one [`Trace`] and one [`Fresh`] of about 15 KiB each, allocated with the module
 //! list; used under the interposer's lock; never allocates.
 
 use crossprof_heap_wire::MAX_FRAMES;
