@@ -9,10 +9,17 @@ noise hits both alike. Wall time, CPU time (user+sys) and peak RSS (ru_maxrss) p
 medians. hostside gets the debug sysroot (it symbolizes what it prints); heaptrack_print reads
 a file heaptrack already symbolized at record time.
 
-Usage: bench/heap_analysis.py [--runs N] [--programs lua,sqlite3,ninja]
+protoc (Debian's, libprotobuf and libstdc++; the workload of bench/heap_real.py, 7.4 M
+allocations from deep C++ stacks) runs as installed: hostside gets no sysroot and reads the
+modules at their recorded paths, as heaptrack did when it recorded.
+
+Usage: bench/heap_analysis.py [--runs N] [--programs lua,sqlite3,ninja,protoc]
 (after scripts/build.sh; `. scripts/env.sh` for CROSSPROF_REC and CROSSPROF_HOSTSIDE)
 """
 import argparse, os, statistics, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from heap_real import protoc_workload  # noqa: E402
 
 # Extra arguments before the corpus workload's own: SQLite with its lookaside allocator off,
 # so that every allocation reaches malloc.
@@ -45,7 +52,7 @@ def manifest(root, program):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--programs", default="lua,sqlite3,ninja")
+    ap.add_argument("--programs", default="lua,sqlite3,ninja,protoc")
     a = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rec, hostside = os.environ["CROSSPROF_REC"], os.environ["CROSSPROF_HOSTSIDE"]
@@ -53,14 +60,20 @@ def main():
     print(f"{'program':<9} {'allocs':>10} {'hostside wall/cpu/RSS':>26} {'heaptrack_print':>24}  "
           f"{'ratio wall':>10} {'cpu':>6} {'RSS':>6}")
     for program in a.programs.split(","):
-        m = manifest(root, program)
-        args = EXTRA.get(program, []) + m["arg"]
+        if program == "protoc":
+            cmd, _ = protoc_workload(tmp)
+            m = {"board": cmd[0], "unstripped": cmd[0], "workdir": tmp, "sysroot": None}
+            args = cmd[1:]
+        else:
+            m = manifest(root, program)
+            args = EXTRA.get(program, []) + m["arg"]
         ours = os.path.join(tmp, f"{program}.zst")
         ht = os.path.join(tmp, f"{program}.ht")
         run([rec, "--heap", "--no-cpu", "--out", ours, "--", m["board"]] + args, cwd=m["workdir"])
         run(["heaptrack", "-o", ht, m["unstripped"]] + args, cwd=m["workdir"])
         configs = {
-            "hostside": [hostside, "report", "--heap", "--sysroot", m["sysroot"], ours],
+            "hostside": [hostside, "report", "--heap"]
+            + (["--sysroot", m["sysroot"]] if m["sysroot"] else []) + [ours],
             "heaptrack_print": ["heaptrack_print", "-f", ht + ".zst"],
         }
         res = {k: [] for k in configs}

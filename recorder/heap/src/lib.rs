@@ -35,9 +35,11 @@
 //!
 //! Cost: one lock, a check of the unwind memo (a stack unwound before from the same
 //! registers, with the words that decided it unchanged, is not unwound again; otherwise one
-//! framehop unwind with cached rules) and a ring write per event; memory: a 2 MiB ring, the
-//! trace tree (bounded, see [`trie`]) and the memo (under 2 MiB, touched as used) per
-//! process.
+//! framehop unwind with cached rules, which stops at the first frame where it meets the
+//! previous unwind with the words above unchanged and takes the rest from it) and a ring
+//! write per event; memory: a 2 MiB ring, the trace tree (bounded, see [`trie`]), the memo
+//! (under 2 MiB, touched as used), the rule caches (under 1 MiB) and the last unwind
+//! (30 KiB) per process.
 //!
 //! Sampled mode (`rec --heap-sample BYTES`, see [`sample`]): only allocations that cover a
 //! sampling point take the path above; the others cost a thread-local subtraction, and a

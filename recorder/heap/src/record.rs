@@ -38,7 +38,7 @@ pub(crate) struct State {
     /// Connecting failed for good.
     off: bool,
     trie: Trie,
-    modules: Option<Modules>,
+    pub(crate) modules: Option<Modules>,
     /// Whole unwinds remembered by their entry registers and the stack words they read.
     pub(crate) memo: Memo,
     /// The trie generation the memo's ids belong to.
@@ -318,22 +318,12 @@ fn intern(
     tid: u32,
     ips: &[u64],
 ) -> Result<u64, InternFailed> {
-    let mut parent = 0;
-    for &ip in ips.iter().rev() {
-        let Some((id, new)) = trie.intern(parent, ip) else {
-            break;
-        };
-        if new {
-            let sent = producer
-                .as_mut()
-                .is_some_and(|p| p.node(tid, id, parent, ip));
-            if !sent {
-                return Err(InternFailed);
-            }
-        }
-        parent = id;
-    }
-    Ok(parent)
+    trie.intern_stack(ips, |id, parent, ip| {
+        producer
+            .as_mut()
+            .is_some_and(|p| p.node(tid, id, parent, ip))
+    })
+    .map_err(|_| InternFailed)
 }
 
 /// An allocation whose stack is `ips` (a nested event's, captured without the lock).

@@ -13,7 +13,10 @@ pub fn print_stats() {
     let tid = thread::tid();
     LOCK.lock(tid);
     // SAFETY: LOCK is held.
-    let s = unsafe { state() }.memo.stats;
+    let st = unsafe { state() };
+    let s = st.memo.stats;
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    let unwind = st.modules.as_ref().map(|m| (m.stats, m.rule_cache_stats()));
     LOCK.unlock();
     let mut line = sys::Line::new();
     line.push(b"crossprof-heap: unwind memo hits ");
@@ -24,6 +27,23 @@ pub fn print_stats() {
     line.num(s.unstorable);
     line.push(b" loose ");
     line.num(s.loose);
+    line.push(b" unlearned ");
+    line.num(s.unlearned);
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    if let Some((u, (hits, misses))) = unwind {
+        line.push(b"; frames unwound ");
+        line.num(u.unwound);
+        line.push(b" spliced unwinds ");
+        line.num(u.spliced);
+        line.push(b" frames ");
+        line.num(u.spliced_frames);
+        line.push(b" words checked ");
+        line.num(u.checked);
+        line.push(b" rule cache hits ");
+        line.num(hits);
+        line.push(b" misses ");
+        line.num(misses);
+    }
     line.push(b"\n");
     line.write(2);
 }

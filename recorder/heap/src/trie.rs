@@ -8,6 +8,7 @@
 //! re-sent with fresh ids (ids are never reused, so the host's view stays consistent).
 
 use crate::sys;
+use crossprof_heap_wire::MAX_FRAMES;
 
 /// Largest table (entries); 24 bytes each, touched only as used.
 pub const MAX_ENTRIES: usize = 1 << 22;
@@ -21,6 +22,10 @@ struct Entry {
     id: u64, // 0 = empty
 }
 
+/// Why [`Trie::intern_stack`] gave no id: a new node could not be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotSent;
+
 /// The interning table.
 pub struct Trie {
     table: *mut Entry,
@@ -29,6 +34,11 @@ pub struct Trie {
     next_id: u64,
     /// Bumped whenever the table forgets nodes (reset, or cleared when full).
     generation: u64,
+    /// The last stack interned by [`Trie::intern_stack`], outermost first: (ip, node id).
+    path: [(u64, u64); MAX_FRAMES],
+    path_n: usize,
+    /// The generation `path` belongs to.
+    path_generation: u64,
 }
 
 // SAFETY: used only under the interposer's global lock.
@@ -43,7 +53,52 @@ impl Trie {
             len: 0,
             next_id: 1,
             generation: 0,
+            path: [(0, 0); MAX_FRAMES],
+            path_n: 0,
+            path_generation: 0,
         }
+    }
+
+    /// Interns the stack `ips` (innermost first) and returns its leaf id (the partial stack's
+    /// when no memory can be mapped); `new_node(id, parent, ip)` is called for each node
+    /// that is new and returns whether it was sent (when not: `Err`). The outer frames it
+    /// shares with the previous stack interned keep their ids without a hash probe (a
+    /// compare each): deep C++ stacks differ from one allocation to the next in a few inner
+    /// frames. Memory: [`MAX_FRAMES`] pairs in the trie itself.
+    pub fn intern_stack(
+        &mut self,
+        ips: &[u64],
+        mut new_node: impl FnMut(u64, u64, u64) -> bool,
+    ) -> Result<u64, NotSent> {
+        let len = ips.len();
+        let mut k = 0;
+        if self.path_generation == self.generation && !self.table.is_null() {
+            let shared = len.min(self.path_n);
+            while k < shared && self.path[k].0 == ips[len - 1 - k] {
+                k += 1;
+            }
+        }
+        let mut parent = if k > 0 { self.path[k - 1].1 } else { 0 };
+        self.path_n = k;
+        self.path_generation = self.generation;
+        for i in k..len {
+            let ip = ips[len - 1 - i];
+            let Some((id, new)) = self.intern(parent, ip) else {
+                break;
+            };
+            if self.generation != self.path_generation {
+                self.path_n = 0; // cleared while interning: remember nothing
+            } else if self.path_n == i && i < MAX_FRAMES {
+                self.path[i] = (ip, id);
+                self.path_n = i + 1;
+            }
+            if new && !new_node(id, parent, ip) {
+                self.path_n = self.path_n.min(i);
+                return Err(NotSent);
+            }
+            parent = id;
+        }
+        Ok(parent)
     }
 
     /// Changes whenever nodes are forgotten: ids handed out before may be stale.
@@ -185,6 +240,35 @@ mod tests {
         let mut t = Trie::new();
         assert_eq!(t.intern(0, 0x10), Some((1, true)));
         assert_eq!(t.intern(1, 0x20), Some((2, true)));
+        // Whole stacks, innermost first: shared outer frames keep their ids.
+        let mut sent = 0;
+        assert_eq!(
+            t.intern_stack(&[0x30, 0x20, 0x10], |_, _, _| {
+                sent += 1;
+                true
+            }),
+            Ok(3)
+        );
+        assert_eq!(
+            t.intern_stack(&[0x40, 0x20, 0x10], |_, _, _| {
+                sent += 1;
+                true
+            }),
+            Ok(4)
+        );
+        assert_eq!(
+            t.intern_stack(&[0x30, 0x20, 0x10], |_, _, _| {
+                sent += 1;
+                true
+            }),
+            Ok(3)
+        );
+        assert_eq!(t.intern_stack(&[0x20, 0x10], |_, _, _| true), Ok(2));
+        assert_eq!(
+            t.intern_stack(&[0x50, 0x20, 0x10], |_, _, _| false),
+            Err(NotSent)
+        );
+        assert_eq!(sent, 2);
         assert_eq!(t.intern(0, 0x10), Some((1, false)));
         for i in 0..100_000u64 {
             t.intern(2, 0x1000 + i);

@@ -34,6 +34,8 @@ impl State<'_> {
             suppressed_patterns.extend(BUILTIN_SUPPRESSIONS);
         }
 
+        let suppressed_nodes = self.suppressed_nodes(&suppressed_patterns);
+
         // Traces that allocated, in a deterministic order (by trace id: first use).
         let mut traces = Vec::new();
         let mut ests = Vec::new();
@@ -57,8 +59,8 @@ impl State<'_> {
                     .cut_short_allocations
                     .add(why, acc.allocations);
             }
-            let (frames, addresses, suppressed) =
-                self.display_frames(t, &suppressed_patterns, unknown);
+            let (frames, addresses) = self.display_frames(t, unknown);
+            let suppressed = suppressed_nodes.get(t as usize).copied().unwrap_or(false);
             let space = self.tree.node(t).map_or((acc.pid, 0), |n| n.space);
             let at_peak = if acc.epoch == epoch {
                 acc.snap
@@ -253,9 +255,6 @@ impl State<'_> {
         }
     }
 
-    /// The frames shown for a trace (from its site outward, up to a stop function), the return
-    /// addresses they came from, and whether a suppression pattern matches anywhere on its
-    /// full stack.
     /// The mappings' rows: each stack's frames.
     fn mapping_rows(
         &self,
@@ -269,39 +268,56 @@ impl State<'_> {
                 frames: if t == EMPTY_TRACE {
                     vec![unknown]
                 } else {
-                    self.display_frames(t, &[], unknown).0
+                    self.display_frames(t, unknown).0
                 },
                 counts,
             })
             .collect()
     }
 
-    fn display_frames(
-        &self,
-        t: TraceId,
-        patterns: &[&str],
-        unknown: FrameId,
-    ) -> (Vec<FrameId>, Vec<StackAddress>, bool) {
-        let frames_of = |id: TraceId| -> &[FrameId] {
-            self.node_frames
-                .get(id as usize)
-                .and_then(|f| f.as_deref())
-                .unwrap_or(&[])
-        };
-        let chain: Vec<TraceId> = self.tree.chain(t).map(|(id, _)| id).collect();
-        let mut suppressed = false;
-        for &id in &chain {
-            for &f in frames_of(id) {
-                let fr = self.table.get(f);
-                if patterns.iter().any(|p| {
-                    fr.function.contains(p)
-                        || fr.module.contains(p)
-                        || fr.file.as_deref().is_some_and(|file| file.contains(p))
-                }) {
-                    suppressed = true;
-                }
-            }
+    /// The frames of trace node `id` (its inlined frames), none when unresolved.
+    fn resolved_frames(&self, id: TraceId) -> &[FrameId] {
+        self.node_frames
+            .get(id as usize)
+            .and_then(|f| f.as_deref())
+            .unwrap_or(&[])
+    }
+
+    /// For every trace id, whether a suppression pattern matches a frame anywhere on its
+    /// full stack. One pass over the tree's nodes (parents have smaller ids than their
+    /// children, so a node inherits its parent's answer), each distinct frame matched once:
+    /// C++ stacks are deep and share their outer frames, and matching every trace's whole
+    /// chain took a tenth of the report of protoc's 7.4 M allocations.
+    fn suppressed_nodes(&self, patterns: &[&str]) -> Vec<bool> {
+        let nodes = self.tree.nodes();
+        let mut flags = vec![false; nodes.len() + 1];
+        if patterns.is_empty() {
+            return flags;
         }
+        let mut by_frame: HashMap<FrameId, bool> = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let id = i as TraceId + 1;
+            let inherited = flags.get(node.parent as usize).copied().unwrap_or(false);
+            flags[id as usize] = inherited
+                || self.resolved_frames(id).iter().any(|&f| {
+                    *by_frame.entry(f).or_insert_with(|| {
+                        let fr = self.table.get(f);
+                        patterns.iter().any(|p| {
+                            fr.function.contains(p)
+                                || fr.module.contains(p)
+                                || fr.file.as_deref().is_some_and(|file| file.contains(p))
+                        })
+                    })
+                });
+        }
+        flags
+    }
+
+    /// The frames shown for a trace (from its site outward, up to a stop function) and the
+    /// return addresses they came from.
+    fn display_frames(&self, t: TraceId, unknown: FrameId) -> (Vec<FrameId>, Vec<StackAddress>) {
+        let frames_of = |id: TraceId| self.resolved_frames(id);
+        let chain: Vec<TraceId> = self.tree.chain(t).map(|(id, _)| id).collect();
         let skip = chain
             .iter()
             .position(|&id| {
@@ -334,7 +350,7 @@ impl State<'_> {
             out.push(unknown);
             addresses.clear();
         }
-        (out, addresses, suppressed)
+        (out, addresses)
     }
 }
 

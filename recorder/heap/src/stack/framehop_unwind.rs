@@ -1,23 +1,61 @@
 //! framehop-based capture for x86_64 and aarch64 (see the parent module for why).
 //!
-//! The unwinder and its rule cache live behind the interposer's global lock; capture happens
-//! with that lock held, so one cache serves every thread. Stack reads are limited to
-//! `[sp, stack top)` of the current thread: a corrupt rule ends the stack, never faults.
+//! The unwinder, its rule caches and the last unwind (see [`super::splice`]) live behind the
+//! interposer's global lock; capture happens with that lock held, so they serve every thread.
+//! The unwind goes frame by frame (framehop's `unwind_frame`), so that each frame can pick its
+//! rule cache ([`CACHES`]) and the unwind can stop where it meets the last one. Stack reads
+//! are limited to `[sp, stack top)` of the current thread: a corrupt rule ends the stack,
+//! never faults.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::cell::Cell;
 use core::ops::{Deref, Range};
 
 use crossprof_heap_wire::cut_short;
-use framehop::{ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, Unwinder};
+use framehop::{
+    ExplicitModuleSectionInfo, FrameAddress, Module, MustNotAllocateDuringUnwind, Unwinder,
+};
 
 #[cfg(target_arch = "aarch64")]
 use framehop::aarch64::{CacheAarch64 as Cache, UnwindRegsAarch64, UnwinderAarch64 as Unw};
 #[cfg(target_arch = "x86_64")]
 use framehop::x86_64::{CacheX86_64 as Cache, UnwindRegsX86_64, UnwinderX86_64 as Unw};
 
-use super::modules;
-use super::Tap;
+use super::splice::{self, Fresh, Trace};
+use super::{modules, Tap};
+
+/// What an unwind step depends on among the registers (see [`splice::Regs`]).
+#[cfg(target_arch = "x86_64")]
+fn key(r: &UnwindRegsX86_64) -> splice::Regs {
+    [r.ip(), r.sp(), r.bp()]
+}
+
+/// What an unwind step depends on among the registers (see [`splice::Regs`]).
+#[cfg(target_arch = "aarch64")]
+fn key(r: &UnwindRegsAarch64) -> splice::Regs {
+    [r.lr(), r.sp(), r.fp()]
+}
+
+/// How many framehop rule caches serve the unwinds, each frame address always the same one:
+/// one cache holds 509 rules in a direct-mapped table, which C++ programs' many distinct
+/// return addresses thrash (each miss parses the CFI again); 16 give 8,144 slots. Memory:
+/// about 12 KiB of rules and a 25 KiB CFI evaluation context (gimli's fixed-size rows) per
+/// cache, about 0.6 MiB in all, allocated with the module list.
+pub const CACHES: usize = 16;
+
+/// Counters of the unwinds, for measurement (`CROSSPROF_HEAP_STATS`).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Stats {
+    /// Frames unwound with a rule.
+    pub unwound: u64,
+    /// Unwinds that continued as the previous one from a frame where they met.
+    pub spliced: u64,
+    /// Frames taken from the previous unwind.
+    pub spliced_frames: u64,
+    /// Stack words compared to find out whether an unwind could continue as the previous.
+    pub checked: u64,
+}
 
 /// Whether the unwinder's read of `addr` succeeds for a thread at `sp` with stack `bounds`:
 /// an aligned word inside `[max(sp, stack bottom), stack top)`.
@@ -56,8 +94,15 @@ type Unwind = Unw<Mem, MustNotAllocateDuringUnwind>;
 /// The unwinder state: modules, rule cache, and the ranges to tell known from unknown code.
 pub struct Modules {
     unwinder: Unwind,
-    cache: Box<Cache<MustNotAllocateDuringUnwind>>,
+    caches: Box<[Cache<MustNotAllocateDuringUnwind>; CACHES]>,
+    /// The last unwind and the one being made (see [`splice`]).
+    trace: Box<Trace>,
+    fresh: Box<Fresh>,
     ranges: Vec<Range<u64>>,
+    /// The range of the last address found known (see `known_in`).
+    hint: Cell<usize>,
+    /// Counters.
+    pub stats: Stats,
     /// The interposer's own code: its frames are skipped.
     pub own: Range<u64>,
     /// The modules it was built from.
@@ -102,8 +147,12 @@ pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
     ranges.sort_by_key(|r| r.start);
     Modules {
         unwinder,
-        cache: Box::new(Cache::new_in()),
+        caches: Box::new(core::array::from_fn(|_| Cache::new_in())),
+        trace: Box::new(Trace::new()),
+        fresh: Box::new(Fresh::new()),
         ranges,
+        hint: Cell::new(0),
+        stats: Stats::default(),
         own,
         loaded,
     }
@@ -112,16 +161,40 @@ pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
 impl Modules {
     /// Whether `ip` lies in a known module.
     pub fn known(&self, ip: u64) -> bool {
-        let i = self.ranges.partition_point(|r| r.start <= ip);
-        i > 0 && self.ranges[i - 1].contains(&ip)
+        known_in(&self.ranges, &self.hint, ip)
     }
+
+    /// The rule caches' hits and misses, summed.
+    pub fn rule_cache_stats(&self) -> (u64, u64) {
+        self.caches.iter().fold((0, 0), |(h, m), c| {
+            let s = c.stats();
+            (h + s.hits(), m + s.misses())
+        })
+    }
+}
+
+/// Whether `ip` lies in one of `ranges` (sorted by start); `hint` is the index of the range
+/// that held the last address found (consecutive frames mostly lie in the same module).
+fn known_in(ranges: &[Range<u64>], hint: &Cell<usize>, ip: u64) -> bool {
+    if ranges.get(hint.get()).is_some_and(|r| r.contains(&ip)) {
+        return true;
+    }
+    let i = ranges.partition_point(|r| r.start <= ip);
+    let found = i > 0 && ranges[i - 1].contains(&ip);
+    if found {
+        hint.set(i - 1);
+    }
+    found
 }
 
 /// Captures the calling thread's stack into `out` (innermost first, the interposer's frames
 /// skipped); returns the frame count, the first address outside every known module met
 /// (then the module list may be stale) and, when the unwind stopped before the outermost
 /// frame, why (a [`crossprof_heap_wire::cut_short`] marker). Every stack word read goes through `tap`, which
-/// sees the address and what was read and returns what the unwinder gets.
+/// sees the address and what was read and returns what the unwinder gets. With `splice`
+/// (only when `tap` returns what it is given), the unwind continues as the previous one did
+/// from the first frame where the two meet (see [`super::splice`]) and is remembered for the
+/// next.
 #[inline(never)]
 pub fn capture(
     m: &mut Modules,
@@ -129,6 +202,7 @@ pub fn capture(
     bounds: (usize, usize),
     start: [u64; 4],
     mut tap: Option<Tap<'_>>,
+    splice: bool,
 ) -> (usize, Option<u64>, Option<u64>) {
     // From the hook's entry registers when the hook took them, else from here.
     let (pc, sp, fp, lr) = if start[0] != 0 && start[1] != 0 {
@@ -136,59 +210,125 @@ pub fn capture(
     } else {
         registers()
     };
-    let mut read = |addr: u64| -> Result<u64, ()> {
-        let got = if readable(addr, sp, bounds) {
+    let raw = |addr: u64| -> Result<u64, ()> {
+        if readable(addr, sp, bounds) {
             // SAFETY: addr is an aligned word inside this thread's live stack (checked above).
             Ok(unsafe { *(addr as *const u64) })
         } else {
             Err(())
-        };
-        match tap.as_deref_mut() {
-            Some(t) => t(addr, got),
-            None => got,
         }
     };
     #[cfg(target_arch = "x86_64")]
-    let regs = {
+    let mut regs = {
         let _ = lr;
         UnwindRegsX86_64::new(pc, sp, fp)
     };
     #[cfg(target_arch = "aarch64")]
-    let regs = UnwindRegsAarch64::new(lr, sp, fp);
-    let mut it = m.unwinder.iter_frames(pc, regs, &mut m.cache, &mut read);
+    let mut regs = UnwindRegsAarch64::new(lr, sp, fp);
+    let (trace, fresh) = (&mut *m.trace, &mut *m.fresh);
+    fresh.start();
+    let mut finder = splice::Finder::new(trace);
     let mut n = 0;
     let mut cut = None;
+    let mut unknown = None;
     let own = m.own.clone();
-    loop {
-        let next = match it.next() {
-            Ok(Some(next)) => next,
-            // The outermost frame, or a null return address: how frame chains end.
-            Ok(None) | Err(framehop::Error::ReturnAddressIsNull) => break,
-            Err(framehop::Error::CouldNotReadStack(_)) => {
-                cut = Some(cut_short::STACK_UNREADABLE);
-                break;
-            }
-            Err(_) => {
-                cut = Some(cut_short::BAD_FRAME);
-                break;
-            }
-        };
-        let ip = next.address();
-        if let framehop::FrameAddress::InstructionPointer(_) = next {
-            continue; // inside `capture` itself
-        }
+    let (ranges, hint) = (&m.ranges, &m.hint);
+    // Puts a frame into `out` unless it is the interposer's own; false when `out` is full.
+    let mut emit = |ip: u64, foreign: bool, cut: &mut Option<u64>| -> bool {
         if own.contains(&ip) {
-            continue;
+            return true;
         }
         if n >= out.len() {
-            cut = Some(cut_short::TOO_DEEP);
-            break;
+            *cut = Some(cut_short::TOO_DEEP);
+            return false;
+        }
+        if foreign && unknown.is_none() {
+            unknown = Some(ip);
         }
         out[n] = ip;
         n += 1;
+        true
+    };
+    let mut addr = FrameAddress::from_instruction_pointer(pc);
+    // Where the unwind met the trace, and whether it ran to its end.
+    let mut met = None;
+    let mut whole = true;
+    loop {
+        let at = addr.address();
+        let is_return = matches!(addr, FrameAddress::ReturnAddress(_));
+        let state = key(&regs);
+        if splice && is_return {
+            if let Some(p) = finder.find(trace, bounds, sp, at, &state, &raw) {
+                m.stats.spliced += 1;
+                met = Some(p);
+                if let Some(t) = tap.as_deref_mut() {
+                    trace.reads_from(p, |a, got| {
+                        let _ = t(a, got);
+                    });
+                }
+                cut = trace.end();
+                m.stats.spliced_frames += p as u64 + 1;
+                for (ip, foreign) in trace.frames_from(p) {
+                    if !emit(ip, foreign, &mut cut) {
+                        break;
+                    }
+                }
+                break;
+            }
+        }
+        let foreign = is_return && !known_in(ranges, hint, at);
+        if splice {
+            fresh.step(at, foreign, state);
+        }
+        // The first frame is inside `capture` itself (or the hook's entry): not a caller.
+        if is_return && !emit(at, foreign, &mut cut) {
+            whole = false;
+            break;
+        }
+        let cache = &mut m.caches[cache_of(at)];
+        let mut read = |a: u64| -> Result<u64, ()> {
+            let got = raw(a);
+            let got = match tap.as_deref_mut() {
+                Some(t) => t(a, got),
+                None => got,
+            };
+            if splice {
+                fresh.read(a, got);
+            }
+            got
+        };
+        let next = m.unwinder.unwind_frame(addr, &mut regs, cache, &mut read);
+        m.stats.unwound += 1;
+        let next = match next {
+            Ok(Some(ra)) => FrameAddress::from_return_address(ra),
+            Ok(None) => None,
+            Err(framehop::Error::CouldNotReadStack(_)) => {
+                cut = Some(cut_short::STACK_UNREADABLE);
+                None
+            }
+            Err(_) => {
+                cut = Some(cut_short::BAD_FRAME);
+                None
+            }
+        };
+        match next {
+            Some(next) => addr = next,
+            // The outermost frame, or a null return address: how frame chains end.
+            None => break,
+        }
     }
-    let unknown = out[..n].iter().copied().find(|&ip| !m.known(ip));
+    if splice && whole {
+        trace.keep(fresh, bounds, met, cut);
+    }
+    m.stats.checked += finder.checked;
     (n, unknown, cut)
+}
+
+/// Which of [`CACHES`] rule caches serves frame address `addr`: a hash independent of the
+/// slot framehop picks inside a cache (`addr` modulo 509), so that addresses that share a slot
+/// spread over the caches.
+fn cache_of(addr: u64) -> usize {
+    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % CACHES
 }
 
 /// The current pc, sp, frame pointer and link register (link register only on aarch64).

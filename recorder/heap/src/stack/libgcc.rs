@@ -88,6 +88,7 @@ pub fn capture(
     _bounds: (usize, usize),
     _start: [u64; 4],
     _tap: Option<super::Tap<'_>>,
+    _splice: bool,
 ) -> (usize, Option<u64>, Option<u64>) {
     let mut w = Walk {
         out,
