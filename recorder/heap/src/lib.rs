@@ -17,10 +17,12 @@
 //!   `dlsym`) could wait for ever on a thread in `dlopen` or `dlclose` that waits for the
 //!   interposer's. The module list is read when `dlopen` (musl) and `dlclose` return
 //!   (`dl.rs`); on glibc a stack that meets a module loaded since finds it with
-//!   `_dl_find_object`, which is lock-free (`stack::find`). Where the C runtime's unwinder
-//!   runs inside `malloc` (ARMv7, i686, RISC-V builds, which link LLVM's libunwind), the
-//!   `dl_iterate_phdr` it asks is the interposer's own, answered from that list without the
-//!   loader's lock (`stack::phdr_list`);
+//!   `_dl_find_object`, which is lock-free (`stack::find`). ARMv7 runs no unwinder inside
+//!   `malloc` at all: it records the entry registers and the stack words an unwind may need,
+//!   checked against that list, and the host unwinds them (`stack::sparse`). Where the C
+//!   runtime's unwinder still runs inside `malloc` (i686 and RISC-V builds, which link LLVM's
+//!   libunwind), the `dl_iterate_phdr` it asks is the interposer's own, answered from that
+//!   list without the loader's lock (`stack::phdr_list`);
 //! - signal safety: a malloc-family call from a signal handler is recorded like any other.
 //!   When the handler interrupted its own thread inside the event path (which may hold the
 //!   interposer's lock or its arena's spin lock), its event is parked in a per-thread area
@@ -28,14 +30,16 @@
 //!   the module-list rebuilds outside an allocation (at `dlopen`/`dlclose`) count as the
 //!   event path for this. Otherwise the event path takes only the interposer's lock (a
 //!   futex), reads the thread's own stack within its bounds, and calls `clock_gettime`,
-//!   `_dl_find_object`, the unwinder (framehop, or libunwind answered by `stack::phdr_list`)
-//!   and the arena (`mmap` and atomics): all async-signal-safe;
+//!   `_dl_find_object`, the unwinder (framehop, or libunwind answered by `stack::phdr_list`;
+//!   on ARMv7 plain loads of the thread's own stack) and the arena (`mmap` and atomics): all
+//!   async-signal-safe;
 //! - at exit it asks libstdc++ to free its start-up pool, as heaptrack does (`freeres.rs`);
 //! - it must never deadlock or stop the application, even when `rec` dies.
 //!
 //! Cost: one lock, a check of the unwind memo (a stack unwound before from the same
 //! registers, with the words that decided it unchanged, is not unwound again; otherwise one
-//! framehop unwind with cached rules) and a ring write per event; memory: a 2 MiB ring, the
+//! framehop unwind with cached rules; on ARMv7 a scan of the used stack, at most 32 KiB,
+//! and the trace-tree look-ups of the words kept) and a ring write per event; memory: a 2 MiB ring, the
 //! trace tree (bounded, see [`trie`]) and the memo (under 2 MiB, touched as used) per
 //! process.
 //!

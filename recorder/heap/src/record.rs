@@ -480,6 +480,14 @@ fn nested(
     p.size = size;
     p.n = if k == kind::FREE {
         0
+    } else if cfg!(target_arch = "arm") {
+        // A sparse stack of the registers alone (the module list needs the lock): its
+        // unwind on the host ends at the site, counted as cut short.
+        let _ = (own, bounds);
+        p.ips[0] = crossprof_heap_wire::sparse::registers_low(at.regs[2] as u32, at.regs[3] as u32);
+        p.ips[1] =
+            crossprof_heap_wire::sparse::registers_high(at.regs[0] as u32, at.regs[1] as u32);
+        2
     } else {
         let n = stack::capture_fp(&mut p.ips, own.clone(), bounds);
         stack::put_first(at.ra, &own, &mut p.ips, n).0

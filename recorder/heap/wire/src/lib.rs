@@ -45,7 +45,7 @@ pub const ENV_REC_PID: &str = "CROSSPROF_REC_PID";
 pub const ENV_SAMPLE: &str = "CROSSPROF_HEAP_SAMPLE";
 
 /// First word of the ring header and of the hello message.
-pub const MAGIC: u64 = 0x3370_6165_6870_7863; // "cxphea" + version digit 3
+pub const MAGIC: u64 = 0x3470_6165_6870_7863; // "cxphea" + version digit 4
 /// Bytes of the header page before the data area.
 pub const HEADER_BYTES: usize = 4096;
 /// Default data-area size: 2 MiB, about 60,000 allocation/free pairs; `rec` drains every
@@ -54,6 +54,78 @@ pub const DEFAULT_DATA_BYTES: usize = 2 << 20;
 /// Most frames kept per stack (innermost first), a [`cut_short`] marker included; deeper
 /// stacks are cut at the outer end.
 pub const MAX_FRAMES: usize = 128;
+
+/// Most entries of a sparse ARMv7 stack ([`sparse`]), its two register entries and a
+/// [`cut_short`] marker included: a stack with more kept words is cut at the outer end.
+pub const MAX_SPARSE_ENTRIES: usize = 512;
+
+/// The stacks of an ARMv7 interposer, which does not unwind in the process: the entry
+/// registers of the hook and the stack words an unwind may need, sent as a trace-tree chain
+/// like return addresses (so the ring, the trie, the file and segment carrying are the same),
+/// and unwound on the host with the sysroot's tables. A recording whose header says
+/// `heap_stacks: "arm-sparse"` holds these; a reader that does not know it sees addresses
+/// that name no function (never a wrong one).
+///
+/// A chain, innermost entry first: [`registers_low`], [`registers_high`], then one
+/// [`word`] per kept stack word by rising address, then perhaps a [`cut_short`] marker
+/// (more words than [`crate::MAX_SPARSE_ENTRIES`]). A stack word that is not in the chain
+/// was not a code address or a pointer up the stack: the host reads it as [`UNKNOWN`].
+pub mod sparse {
+    /// What the host reads for a stack word the chain does not hold: odd and outside every
+    /// mapping of a 32-bit process, so that an unwind that takes it for a return address or
+    /// a frame pointer stops there (as "outside the mappings" or "the copy ended") and never
+    /// makes up a frame. (Zero would not do: an unwinder takes a zero return address for the
+    /// end of the stack, a complete one.)
+    pub const UNKNOWN: u32 = 0xffff_fffd;
+
+    /// The entry of registers r7 and r11 (the Thumb and ARM frame pointers) at the call.
+    pub const fn registers_low(r7: u32, r11: u32) -> u64 {
+        (r11 as u64) << 32 | r7 as u64
+    }
+
+    /// The entry of the return address (the caller's lr at the call) and the caller's stack
+    /// pointer at the call. Never a [`crate::cut_short`] marker: the stack pointer is aligned.
+    pub const fn registers_high(lr: u32, sp: u32) -> u64 {
+        (sp as u64) << 32 | lr as u64
+    }
+
+    /// The entry of the stack word `value` at `offset` bytes above the stack pointer.
+    pub const fn word(offset: u32, value: u32) -> u64 {
+        (offset as u64) << 32 | value as u64
+    }
+
+    /// The registers at the call, by name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Registers {
+        /// The return address (Thumb bit as the caller's lr had it).
+        pub lr: u32,
+        /// The caller's stack pointer at the call.
+        pub sp: u32,
+        /// r7.
+        pub r7: u32,
+        /// r11.
+        pub r11: u32,
+    }
+
+    /// Splits a chain (innermost first, any [`crate::cut_short`] marker removed) into its
+    /// registers and its (offset, value) words; `None` when it is too short to be one.
+    pub fn decode(chain: &[u64]) -> Option<(Registers, &[u64])> {
+        let (&low, rest) = chain.split_first()?;
+        let (&high, words) = rest.split_first()?;
+        let regs = Registers {
+            lr: high as u32,
+            sp: (high >> 32) as u32,
+            r7: low as u32,
+            r11: (low >> 32) as u32,
+        };
+        Some((regs, words))
+    }
+
+    /// The (offset, value) of a word entry.
+    pub const fn split_word(entry: u64) -> (u32, u32) {
+        ((entry >> 32) as u32, entry as u32)
+    }
+}
 
 /// Why the interposer's unwinder stopped before a stack's outermost frame. Recorded as one
 /// more frame past the outermost one kept (the root of the stack's chain in the trace tree),
