@@ -17,68 +17,18 @@
 //! every allocation reaches malloc on both.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crossprof_tests::board_heap::interposer_files;
-use crossprof_tests::boards::{boot, debian_libc, Board, Files};
+use crossprof_tests::board_heap::{interposer_files, prepare_real, symlink, RealCase as Case};
+use crossprof_tests::boards::{boot, debian_libc, Board};
 use crossprof_tests::heaptrack::{basename, heaptrack_in, loaded_modules, HtSite};
-use crossprof_tests::realworld::{build, RealProgram};
+use crossprof_tests::realworld::build;
 use crossprof_tests::*;
 use serde_json::Value;
 
 /// The least share of allocations, in percent, whose stack holds `main`.
 const MIN_ROOTED_PERCENT: f64 = 99.0;
-
-/// One program: its board build, arguments and debug sysroot.
-struct Case {
-    program: RealProgram,
-    name: String,
-    args: Vec<String>,
-    sysroot: PathBuf,
-}
-
-fn symlink(target: &Path, link: &Path) {
-    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
-    std::os::unix::fs::symlink(target, link)
-        .unwrap_or_else(|e| panic!("{} -> {}: {e}", link.display(), target.display()));
-}
-
-/// The board files of `name` (at `/NAME`, with its libraries from Debian's C library and its
-/// input in `/`, the jobs' working directory) and its debug sysroot under `dir`.
-fn prepare(board: Board, name: &str, args: &[String], dir: &Path, files: &mut Files) -> Case {
-    let p = build(name, "armv7-bfd-O2-pie");
-    let libc = debian_libc(board);
-    let sysroot = dir.join(format!("{name}-sysroot"));
-    let guest = format!("/{name}");
-    symlink(&p.unstripped, &sysroot.join(name));
-    symlink(&libc.join("usr/lib/debug"), &sysroot.join("usr/lib/debug"));
-    files.push((guest, std::fs::read(&p.board).unwrap(), 0o755));
-    for (guest, cross) in &p.libs {
-        let debian = libc.join(guest.trim_start_matches('/'));
-        let host = if debian.exists() {
-            std::fs::canonicalize(&debian).unwrap()
-        } else {
-            cross.clone()
-        };
-        if let Some(f) = files.iter_mut().find(|(g, _, _)| g == guest) {
-            f.1 = std::fs::read(&host).unwrap();
-        } else {
-            files.push((guest.clone(), std::fs::read(&host).unwrap(), 0o755));
-        }
-        symlink(&host, &sysroot.join(guest.trim_start_matches('/')));
-    }
-    for input in &p.board_inputs {
-        let data = std::fs::read(p.workdir.join(input)).unwrap();
-        files.push((format!("/{input}"), data, 0o644));
-    }
-    Case {
-        program: p,
-        name: name.to_string(),
-        args: args.to_vec(),
-        sysroot,
-    }
-}
 
 fn job(case: &Case) -> Vec<String> {
     let mut job: Vec<String> = ["/rec", "--heap", "--no-cpu", "--out"]
@@ -350,8 +300,22 @@ fn armv7_board_heap_of_real_programs_equals_heaptrack() {
     let lua = build("lua", "armv7-bfd-O2-pie");
     let lua_args = lua.board_args.clone();
     let cases = [
-        prepare(board, "sqlite3", &sqlite_args, &dir, &mut files),
-        prepare(board, "lua", &lua_args, &dir, &mut files),
+        prepare_real(
+            board,
+            "sqlite3",
+            "armv7-bfd-O2-pie",
+            &sqlite_args,
+            &dir,
+            &mut files,
+        ),
+        prepare_real(
+            board,
+            "lua",
+            "armv7-bfd-O2-pie",
+            &lua_args,
+            &dir,
+            &mut files,
+        ),
     ];
     let jobs: Vec<Vec<String>> = cases.iter().map(job).collect();
     let run = boot(board, tag, files, &jobs);

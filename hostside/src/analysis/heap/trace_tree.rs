@@ -383,4 +383,47 @@ mod tests {
         tree.add_node(&node(1, 1, 0, 0x999));
         assert_eq!(tree.anomalies.redefined, 1);
     }
+
+    /// Turns every chain into two frames made of its entry count and its first entry, and
+    /// reports it cut short when the board cut it.
+    struct Double(usize);
+
+    impl Expand for Double {
+        fn expand(
+            &mut self,
+            _: SpaceKey,
+            chain: &[u64],
+            cut: Option<u64>,
+        ) -> (Vec<u64>, Option<u64>) {
+            self.0 += 1;
+            (vec![chain[0], chain.len() as u64], cut)
+        }
+    }
+
+    #[test]
+    fn an_expanded_chain_is_taken_whole_once_and_keeps_its_cut() {
+        let p = Processes::default();
+        let mut tree = TraceTree::default();
+        for n in [
+            node(1, 1, 0, cut_short::TOO_DEEP),
+            node(1, 2, 1, 0x30),
+            node(1, 3, 2, 0x20),
+            node(1, 4, 3, 0x10),
+            node(1, 5, 2, 0x11),
+        ] {
+            tree.add_node(&n);
+        }
+        let mut x = Double(0);
+        let outer = tree.trace_with((1, 0), 3, &p, Some(&mut x));
+        let a = tree.trace_with((1, 0), 4, &p, Some(&mut x));
+        let b = tree.trace_with((1, 0), 5, &p, Some(&mut x));
+        // Asked again: the tree remembers, the expander is not asked.
+        assert_eq!(tree.trace_with((1, 0), 4, &p, Some(&mut x)), a);
+        assert_eq!(x.0, 3);
+        // Each chain whole, its marker taken off before and given back after.
+        assert_eq!(ips(&tree, outer), [0x20, 2]);
+        assert_eq!(ips(&tree, a), [0x10, 3]);
+        assert_eq!(ips(&tree, b), [0x11, 2]);
+        assert_eq!(tree.cut_short(a), (Some(cut_short::TOO_DEEP), 2));
+    }
 }

@@ -329,6 +329,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_sparse_chain_decodes_to_its_registers_and_words() {
+        let chain = [
+            sparse::registers_low(0x7000, 0xbeff_f000),
+            sparse::registers_high(0x0040_1235, 0xbeff_e000),
+            sparse::word(8, 0x0040_2001),
+            sparse::word(0x7ffc, 0xbeff_f100),
+        ];
+        let (r, words) = sparse::decode(&chain).unwrap();
+        assert_eq!(
+            (r.lr, r.sp, r.r7, r.r11),
+            (0x0040_1235, 0xbeff_e000, 0x7000, 0xbeff_f000)
+        );
+        assert_eq!(sparse::split_word(words[1]), (0x7ffc, 0xbeff_f100));
+        assert_eq!(sparse::decode(&chain[..1]), None);
+        // No register entry of an aligned stack pointer is a cut-short marker.
+        let high = sparse::registers_high(u32::MAX, 0xffff_fffc);
+        assert_eq!(cut_short::name(high), None);
+    }
+
+    #[test]
     fn words_and_hello_round_trip() {
         let w = Word::new(kind::ALLOC, 0xdead_beef);
         assert_eq!(
