@@ -23,7 +23,7 @@ def main():
         capture_output=True, text=True)
     rows = {}
     for line in out.stdout.splitlines() + out.stderr.splitlines():
-        m = re.match(r"board_heap_cost (\S+) (\S+): (.*)", line)
+        m = re.search(r"board_heap_cost (\S+) (\S+): (.*)", line)
         if m:
             kv = dict(zip(*[iter(m.group(3).split())] * 2))
             rows[(m.group(1), m.group(2))] = {k: float(v) for k, v in kv.items()}

@@ -295,6 +295,7 @@ pub(crate) fn stack_of(
     };
     if st.trie.generation() != st.memo_trie {
         st.memo.invalidate();
+        st.scratch.invalidate();
         st.memo_trie = st.trie.generation();
     }
     let (trie, producer) = (&mut st.trie, &mut st.producer);
@@ -481,12 +482,12 @@ fn nested(
     p.n = if k == kind::FREE {
         0
     } else if cfg!(target_arch = "arm") {
-        // A sparse stack of the registers alone (the module list needs the lock): its
-        // unwind on the host ends at the site, counted as cut short.
+        // The return address alone, as a sparse stack of unknown registers (the stack
+        // words need the module list, which needs the lock): the host makes it the site
+        // alone, counted as cut short.
         let _ = (own, bounds);
-        p.ips[0] = crossprof_heap_wire::sparse::registers_low(at.regs[2] as u32, at.regs[3] as u32);
-        p.ips[1] =
-            crossprof_heap_wire::sparse::registers_high(at.regs[0] as u32, at.regs[1] as u32);
+        p.ips[0] = crossprof_heap_wire::sparse::registers_low(0, 0);
+        p.ips[1] = crossprof_heap_wire::sparse::registers_high(at.regs[0] as u32, 0);
         2
     } else {
         let n = stack::capture_fp(&mut p.ips, own.clone(), bounds);
@@ -525,6 +526,7 @@ extern "C" fn fork_child() {
     st.producer = None;
     st.trie.reset();
     st.memo.invalidate();
+    st.scratch.invalidate();
     PENDING_USED.with(|u| u.set(0));
     LOCK.reset();
     if ACTIVE.load(Ordering::Relaxed) {

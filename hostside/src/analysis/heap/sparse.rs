@@ -55,12 +55,13 @@ impl State<'_> {
     }
 }
 
-/// The stack image of `words` ((offset, value) entries): from offset 0 to past the highest
-/// kept word, unknown words as [`sparse::UNKNOWN`].
-pub fn image(words: &[u64], big_endian: bool) -> Vec<u8> {
+/// The stack image of `words` (word entries of a chain whose registers are `regs`): from
+/// offset 0 to past the highest kept word, unknown words as [`sparse::UNKNOWN`].
+pub fn image(words: &[u64], regs: &sparse::Registers, big_endian: bool) -> Vec<u8> {
     let end = words
         .iter()
-        .map(|&e| sparse::split_word(e).0)
+        .filter_map(|&e| sparse::split_word(e, regs))
+        .map(|(off, _)| off)
         .filter(|&off| off.is_multiple_of(4) && off < MAX_IMAGE_BYTES)
         .max()
         .map_or(0, |off| off as usize + 4);
@@ -74,8 +75,7 @@ pub fn image(words: &[u64], big_endian: bool) -> Vec<u8> {
     let mut out: Vec<u8> = std::iter::repeat_n(bytes(sparse::UNKNOWN), end / 4)
         .flatten()
         .collect();
-    for &e in words {
-        let (off, value) = sparse::split_word(e);
+    for (off, value) in words.iter().filter_map(|&e| sparse::split_word(e, regs)) {
         let off = off as usize;
         if off.is_multiple_of(4) && off + 4 <= end {
             out[off..off + 4].copy_from_slice(&bytes(value));
@@ -125,7 +125,7 @@ impl Expand for SparseStacks<'_> {
             lr: u64::from(sparse::UNKNOWN),
             arm,
         };
-        let stack = image(words, self.big_endian);
+        let stack = image(words, &r, self.big_endian);
         let (mut frames, outcome) = self.unwinder.unwind_image(space, regs, &stack);
         if frames.is_empty() {
             // The return address lies outside every mapping the recording knows.
@@ -147,16 +147,30 @@ mod tests {
 
     #[test]
     fn unknown_words_read_as_the_unknown_value() {
-        let words = [sparse::word(4, 0x1234), sparse::word(12, 0xabcd)];
-        let img = image(&words, false);
+        let regs = sparse::Registers {
+            lr: 0x1001,
+            sp: sparse::TOP - 0x100,
+            r7: 0,
+            r11: 0,
+        };
+        // 4 and 12 bytes above the stack pointer; the second points 0x40 above it.
+        let words = [
+            sparse::word(0x100 - 4, 0x1234),
+            sparse::stack_word(0x100 - 12, 0x100 - 0x40),
+        ];
+        let img = image(&words, &regs, false);
         assert_eq!(img.len(), 16);
         let w = |i: usize| u32::from_le_bytes(img[i..i + 4].try_into().unwrap());
         assert_eq!(
             (w(0), w(4), w(8), w(12)),
-            (sparse::UNKNOWN, 0x1234, sparse::UNKNOWN, 0xabcd)
+            (sparse::UNKNOWN, 0x1234, sparse::UNKNOWN, sparse::TOP - 0xc0)
         );
         // A damaged offset (unaligned, or far beyond any scan) is left out.
-        let img = image(&[sparse::word(3, 1), sparse::word(u32::MAX - 3, 1)], false);
+        let img = image(
+            &[sparse::word(0x100 - 3, 1), sparse::word(0x200, 1)],
+            &regs,
+            false,
+        );
         assert!(img.is_empty());
     }
 }

@@ -249,6 +249,9 @@ const IPS: usize = MAX_FRAMES;
 /// stack (a signal handler on a small alternate stack may allocate).
 pub struct Scratch {
     ips: [u64; IPS],
+    /// ARMv7: the last sparse chain interned, its length and id (0: none).
+    #[cfg(target_arch = "arm")]
+    last: ([u64; IPS], usize, u64),
     again: [u64; MAX_FRAMES],
     reads: Reads,
     reads_again: Reads,
@@ -259,9 +262,21 @@ impl Scratch {
     pub const fn new() -> Scratch {
         Scratch {
             ips: [0; IPS],
+            #[cfg(target_arch = "arm")]
+            last: ([0; IPS], 0, 0),
             again: [0; MAX_FRAMES],
             reads: Reads::new(),
             reads_again: Reads::new(),
+        }
+    }
+}
+
+impl Scratch {
+    /// Forgets what was interned: the trace tree forgot its ids.
+    pub fn invalidate(&mut self) {
+        #[cfg(target_arch = "arm")]
+        {
+            self.last.2 = 0;
         }
     }
 }
@@ -371,8 +386,9 @@ pub fn stack_id(
 }
 
 /// ARMv7: the trace-tree id of the sparse stack of the hook entered at `at`
-/// ([`sparse::capture`]; no memo, no unwind, no module met that is not known). Call with
-/// the interposer's lock held.
+/// ([`sparse::capture`]; no memo, no unwind, no module met that is not known; the last
+/// chain interned is remembered, see [`Scratch::invalidate`]). Call with the interposer's
+/// lock held.
 #[cfg(target_arch = "arm")]
 pub fn stack_id(
     at: Entry,
@@ -383,7 +399,16 @@ pub fn stack_id(
     intern: impl FnOnce(&[u64]) -> Result<u64, InternFailed>,
 ) -> Result<(u64, Option<u64>), InternFailed> {
     let n = sparse::capture(m, &mut s.ips, bounds, at.regs);
-    Ok((intern(&s.ips[..n])?, None))
+    // An allocation loop meets the same chain again and again: one comparison instead of a
+    // trace-tree look-up per entry.
+    let (last, last_n, last_id) = &mut s.last;
+    if *last_id != 0 && *last_n == n && last[..n] == s.ips[..n] {
+        return Ok((*last_id, None));
+    }
+    let id = intern(&s.ips[..n])?;
+    last[..n].copy_from_slice(&s.ips[..n]);
+    (*last_n, *last_id) = (n, id);
+    Ok((id, None))
 }
 
 /// Walks the frame-pointer chain from the caller: used only for an allocation made by a

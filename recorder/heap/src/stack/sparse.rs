@@ -7,15 +7,19 @@
 //! in the debug sysroot on the developer's machine, as for the CPU samples' stack copies.
 //! Copying the whole used stack per allocation would be far too much for the trace tree, so
 //! only the words an unwind can need are kept: those that look like a return address (a
-//! word inside an executable segment of a known module, Thumb bit cleared for the check) or
-//! like a saved frame pointer (a 4-aligned word pointing into the thread's stack above its
-//! own slot). Any other word (saved data registers, locals) reads as unknown on the host,
+//! word inside an executable segment of a known module, Thumb bit cleared for the check,
+//! that follows a call instruction) or like a saved frame pointer (a 4-aligned word pointing
+//! into the thread's stack above its own slot). Stack addresses are recorded as distances
+//! below the stack's top (`crossprof_heap_wire::sparse::TOP`), so that the outer frames give
+//! the same entries at any depth and the trace tree shares them, as it shares the outer
+//! frames of return-address stacks. Any other word (saved data registers, locals) reads as unknown on the host,
 //! which can stop an unwind but never make one up (see `crossprof_heap_wire::sparse`).
 //!
 //! Cost per event: one pass over the used stack, at most [`MAX_SCAN_BYTES`], one load and a
 //! bit test of a 8 KiB bitmap (one bit per 64 KiB of the address space that overlaps an
-//! executable segment) per word, and an exact range check for the few candidates; then the
-//! kept words are interned in the trace tree like return addresses. No unwinder, no loader
+//! executable segment) per word, and an exact range check and a look at the instruction
+//! before for the few candidates; then, unless the chain is the last one met again (see
+//! `super::stack_id`), the kept words are interned in the trace tree like return addresses. No unwinder, no loader
 //! call, no lock: signal-safe. The unwinder of the C runtime (`_Unwind_Backtrace`) is no
 //! longer called inside `malloc` on ARMv7.
 
@@ -46,17 +50,42 @@ pub struct Modules {
 }
 
 impl Modules {
-    /// Whether `w` (Thumb bit cleared) lies inside an executable segment. Signal-safe.
+    /// Whether `w` looks like a return address: inside an executable segment, and right
+    /// after a call instruction (Thumb `bl`/`blx` when its low bit is set, else ARM `bl`/
+    /// `blx`). Pointers to functions, to `.rodata` (which shares the executable segment) and
+    /// data that happens to fall in one are mostly left out: they would only make stacks
+    /// that are the same look different to the trace tree. Signal-safe (reads code).
     #[inline(always)]
-    fn is_code(&self, w: u32) -> bool {
-        let w = w & !1;
-        let region = (w >> 16) as usize;
+    fn is_return_address(&self, w: u32) -> bool {
+        let a = w & !1;
+        let region = (a >> 16) as usize;
         // The bitmap always has REGIONS bits.
         if self.bitmap[region / 64] & (1 << (region % 64)) == 0 {
             return false;
         }
-        let i = self.exec.partition_point(|r| r.start <= w);
-        i > 0 && self.exec[i - 1].contains(&w)
+        let i = self.exec.partition_point(|r| r.start <= a);
+        let Some(seg) = i.checked_sub(1).map(|i| &self.exec[i]) else {
+            return false;
+        };
+        if !seg.contains(&a) || a < seg.start.saturating_add(4) {
+            return false;
+        }
+        let at = a as usize;
+        // SAFETY: [a - 4, a) lies inside an executable segment (checked above), mapped
+        // readable by the loader.
+        unsafe {
+            if w & 1 != 0 {
+                let h1 = core::ptr::read_volatile((at - 4) as *const u16);
+                let h2 = core::ptr::read_volatile((at - 2) as *const u16);
+                // 16-bit `blx rm`, or 32-bit `bl`/`blx` (first halfword 11110, second 11x1x/11x0x).
+                h2 & 0xff87 == 0x4780 || (h1 & 0xf800 == 0xf000 && h2 & 0xc000 == 0xc000)
+            } else {
+                let i = core::ptr::read_volatile((at - 4) as *const u32);
+                (i & 0x0f00_0000 == 0x0b00_0000 && i >> 28 != 0xf)
+                    || i & 0xfe00_0000 == 0xfa00_0000
+                    || i & 0x0fff_fff0 == 0x012f_ff30
+            }
+        }
     }
 }
 
@@ -91,7 +120,8 @@ pub fn rescan() -> Modules {
 
 /// Writes the sparse stack of a hook entered with `regs` (the caller's lr, sp, r7 and r11,
 /// see `super::entry`) into `out`, innermost entry first, as `crossprof_heap_wire::sparse`
-/// lays it out: the two register entries, then each kept word by rising stack address, then
+/// lays it out: the two register entries, then each kept word by rising stack address (stack
+/// addresses as if the stack ended at `crossprof_heap_wire::sparse::TOP`), then
 /// a [`cut_short::TOO_DEEP`] marker when `out` filled up before the scan ended. Reads stay
 /// inside `bounds`, the thread's stack. Returns the entry count; with unknown registers
 /// (zeros) nothing is scanned and the stack is the registers alone, whose unwind on the host
@@ -101,27 +131,48 @@ pub fn capture(m: &Modules, out: &mut [u64], bounds: (usize, usize), regs: [u64;
     if out.len() < 3 {
         return 0;
     }
-    out[0] = sparse::registers_low(r7, r11);
-    out[1] = sparse::registers_high(lr, sp);
-    let mut n = 2;
     let sp = sp as usize;
-    if sp == 0 || sp < bounds.0 || sp >= bounds.1 || sp % 4 != 0 {
-        return n;
+    let top = bounds.1;
+    if sp == 0 || sp < bounds.0 || sp >= top || sp % 4 != 0 || top - sp >= sparse::TOP as usize {
+        out[0] = sparse::registers_low(0, 0);
+        out[1] = sparse::registers_high(lr, 0);
+        return 2;
     }
-    let top = bounds.1.min(sp + MAX_SCAN_BYTES);
+    // Stack addresses as if the stack ended at TOP (see there); r7 and r11 that do not point
+    // into the stack are no frame pointer of any frame here, and are left out (0) so that
+    // what they held does not make each chain different.
+    let below = |a: usize| (top - a) as u32;
+    let moved = |r: u32| {
+        let r = r as usize;
+        if r >= sp && r < top {
+            sparse::TOP - below(r)
+        } else {
+            0
+        }
+    };
+    out[0] = sparse::registers_low(moved(r7), moved(r11));
+    out[1] = sparse::registers_high(lr, sparse::TOP - below(sp));
+    let mut n = 2;
+    let end = top.min(sp + MAX_SCAN_BYTES);
     let room = out.len() - 1;
     let mut at = sp;
-    while at + 4 <= top {
-        // SAFETY: `at` is 4-aligned and inside this thread's stack, [sp, top).
+    while at + 4 <= end {
+        // SAFETY: `at` is 4-aligned and inside this thread's stack, [sp, end).
         let w = unsafe { core::ptr::read_volatile(at as *const u32) };
         let up = w as usize;
-        let keep = (up > at && up < bounds.1 && up % 4 == 0) || m.is_code(w);
-        if keep {
+        let entry = if up > at && up < top && up % 4 == 0 {
+            Some(sparse::stack_word(below(at), below(up)))
+        } else if m.is_return_address(w) {
+            Some(sparse::word(below(at), w))
+        } else {
+            None
+        };
+        if let Some(entry) = entry {
             if n == room {
                 out[n] = cut_short::TOO_DEEP;
                 return n + 1;
             }
-            out[n] = sparse::word((at - sp) as u32, w);
+            out[n] = entry;
             n += 1;
         }
         at += 4;

@@ -67,9 +67,17 @@ pub const MAX_SPARSE_ENTRIES: usize = 512;
 /// that name no function (never a wrong one).
 ///
 /// A chain, innermost entry first: [`registers_low`], [`registers_high`], then one
-/// [`word`] per kept stack word by rising address, then perhaps a [`cut_short`] marker
-/// (more words than [`crate::MAX_SPARSE_ENTRIES`]). A stack word that is not in the chain
-/// was not a code address or a pointer up the stack: the host reads it as [`UNKNOWN`].
+/// [`word`] or [`stack_word`] per kept stack word by rising address, then perhaps a
+/// [`cut_short`] marker (more words than [`crate::MAX_SPARSE_ENTRIES`]). A stack word that is
+/// not in the chain was not a code address or a pointer up the stack: the host reads it as
+/// [`UNKNOWN`].
+///
+/// Stack addresses are given as if the thread's stack ended at [`TOP`]: words by their
+/// distance below the stack's top, pointers into the stack (the stack pointer, r7 and r11,
+/// saved frame pointers) moved by the same amount. The outer frames of a thread (`main` and
+/// what calls it) then give the same entries however deep the allocation happens, and the
+/// trace tree, which shares a chain's outer part, holds them once (offsets from the stack
+/// pointer would make every depth a new chain).
 pub mod sparse {
     /// What the host reads for a stack word the chain does not hold: odd and outside every
     /// mapping of a 32-bit process, so that an unwind that takes it for a return address or
@@ -78,21 +86,38 @@ pub mod sparse {
     /// end of the stack, a complete one.)
     pub const UNKNOWN: u32 = 0xffff_fffd;
 
-    /// The entry of registers r7 and r11 (the Thumb and ARM frame pointers) at the call.
+    /// Where a chain's stack ends (see the module docs): aligned, above any stack pointer it
+    /// yields for a thread stack under 2 GiB, and never 0 (0 means "registers unknown").
+    pub const TOP: u32 = 0x8000_0000;
+
+    /// The entry of registers r7 and r11 (the Thumb and ARM frame pointers) at the call,
+    /// moved as the module docs say (0 when they do not point into the stack).
     pub const fn registers_low(r7: u32, r11: u32) -> u64 {
         (r11 as u64) << 32 | r7 as u64
     }
 
     /// The entry of the return address (the caller's lr at the call) and the caller's stack
-    /// pointer at the call. Never a [`crate::cut_short`] marker: the stack pointer is aligned.
+    /// pointer at the call, moved (0: unknown). Never a [`crate::cut_short`] marker: the
+    /// stack pointer is aligned.
     pub const fn registers_high(lr: u32, sp: u32) -> u64 {
         (sp as u64) << 32 | lr as u64
     }
 
-    /// The entry of the stack word `value` at `offset` bytes above the stack pointer.
-    pub const fn word(offset: u32, value: u32) -> u64 {
-        (offset as u64) << 32 | value as u64
+    /// The entry of the stack word `value` (a code address) `below` bytes under the stack's
+    /// top.
+    pub const fn word(below: u32, value: u32) -> u64 {
+        (below as u64) << 32 | value as u64
     }
+
+    /// The entry of a stack word `below` bytes under the stack's top that points `to` bytes
+    /// under it (a saved frame pointer). Distances stay under 2^31, so no such entry is a
+    /// [`crate::cut_short`] marker.
+    pub const fn stack_word(below: u32, to: u32) -> u64 {
+        POINTER | (below as u64) << 32 | to as u64
+    }
+
+    /// The flag of a [`stack_word`] entry.
+    const POINTER: u64 = 1 << 63;
 
     /// The registers at the call, by name.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,9 +146,20 @@ pub mod sparse {
         Some((regs, words))
     }
 
-    /// The (offset, value) of a word entry.
-    pub const fn split_word(entry: u64) -> (u32, u32) {
-        ((entry >> 32) as u32, entry as u32)
+    /// The (offset above the stack pointer, value) of a word entry of a chain whose
+    /// registers are `regs`; `None` for a word below the stack pointer (a damaged chain).
+    pub const fn split_word(entry: u64, regs: &Registers) -> Option<(u32, u32)> {
+        let below = ((entry & !POINTER) >> 32) as u32;
+        let at = TOP.wrapping_sub(below);
+        if at < regs.sp {
+            return None;
+        }
+        let value = entry as u32;
+        if entry & POINTER != 0 {
+            Some((at - regs.sp, TOP.wrapping_sub(value)))
+        } else {
+            Some((at - regs.sp, value))
+        }
     }
 }
 
@@ -330,22 +366,26 @@ mod tests {
 
     #[test]
     fn a_sparse_chain_decodes_to_its_registers_and_words() {
+        let sp = sparse::TOP - 0x1000;
         let chain = [
-            sparse::registers_low(0x7000, 0xbeff_f000),
-            sparse::registers_high(0x0040_1235, 0xbeff_e000),
-            sparse::word(8, 0x0040_2001),
-            sparse::word(0x7ffc, 0xbeff_f100),
+            sparse::registers_low(sp + 0x20, 0),
+            sparse::registers_high(0x0040_1235, sp),
+            sparse::word(0x1000 - 8, 0x0040_2001),
+            sparse::stack_word(0x10, 0x8),
         ];
         let (r, words) = sparse::decode(&chain).unwrap();
+        assert_eq!((r.lr, r.sp, r.r7, r.r11), (0x0040_1235, sp, sp + 0x20, 0));
+        assert_eq!(sparse::split_word(words[0], &r), Some((8, 0x0040_2001)));
         assert_eq!(
-            (r.lr, r.sp, r.r7, r.r11),
-            (0x0040_1235, 0xbeff_e000, 0x7000, 0xbeff_f000)
+            sparse::split_word(words[1], &r),
+            Some((0x1000 - 0x10, sparse::TOP - 8))
         );
-        assert_eq!(sparse::split_word(words[1]), (0x7ffc, 0xbeff_f100));
+        // A word below the stack pointer: damage.
+        assert_eq!(sparse::split_word(sparse::word(0x2000, 1), &r), None);
         assert_eq!(sparse::decode(&chain[..1]), None);
-        // No register entry of an aligned stack pointer is a cut-short marker.
-        let high = sparse::registers_high(u32::MAX, 0xffff_fffc);
-        assert_eq!(cut_short::name(high), None);
+        // No register or pointer entry is a cut-short marker.
+        assert_eq!(cut_short::name(sparse::registers_high(u32::MAX, sp)), None);
+        assert_eq!(cut_short::name(chain[3]), None);
     }
 
     #[test]
