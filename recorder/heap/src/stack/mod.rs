@@ -1,14 +1,15 @@
 //! In-process stack capture: raw return addresses of the allocating thread, innermost first,
 //! starting at the caller of the malloc-family function (the interposer's own frames are
-//! skipped by address range).
+//! skipped by address range); on ARMv7 the registers and stack words the host unwinds
+//! instead (`sparse`).
 //!
 //! The innermost frame does not depend on unwind information: each hook reads its own return
 //! address as its first instruction ([`entry_return_address`]), and [`stack_id`] puts it
-//! first and appends what the unwinder found beyond it. ARMv7 C code built without
-//! `-funwind-tables` (Debian armhf's default) has no `.ARM.exidx` entry, so
-//! `_Unwind_Backtrace` stops at the first C frame without reporting it: there the stack is
-//! the allocation site alone, which is still the right site. Where unwind information exists
-//! the unwinder's first frame is that same address and the result is the unwinder's stack.
+//! first and appends what the unwinder found beyond it. Where the in-process unwinder cannot
+//! step out of the caller (i686 or RISC-V code without tables) the stack is the allocation
+//! site alone, which is still the right site, marked as cut short. Where unwind information
+//! exists the unwinder's first frame is that same address and the result is the unwinder's
+//! stack.
 //!
 //! Method, chosen by measurement (bench/RESULTS.md, "Heap recording overhead"): on
 //! x86_64 and aarch64, framehop unwinds from `.eh_frame` with a per-address rule cache and

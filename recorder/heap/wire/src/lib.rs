@@ -174,8 +174,9 @@ pub mod cut_short {
     pub const BASE: u64 = 0xffff_ffff_ffff_ff00;
     /// The stack had more than [`crate::MAX_FRAMES`] frames: its outermost callers are missing.
     pub const TOO_DEEP: u64 = BASE;
-    /// The unwinder did not reach the allocation site: code without unwind tables (ARMv7 C
-    /// built without `-funwind-tables`), so the stack is the site alone.
+    /// The unwinder did not reach the allocation site: code without unwind tables, so the
+    /// stack is the site alone (on ARMv7, where the host unwinds: the interposer could not
+    /// tell the caller's registers, or the sysroot has no tables for a frame's code).
     pub const NO_UNWIND_INFO: u64 = BASE + 1;
     /// An unwind rule led nowhere (damaged tables, or a frame the fallback rules misread).
     pub const BAD_FRAME: u64 = BASE + 2;
