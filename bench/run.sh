@@ -8,6 +8,7 @@
 #   bench/run.sh heapreal [ARGS...] rec --heap vs heaptrack on Debian's lua5.4 and sqlite3
 #   bench/run.sh heapsample [ARGS...] rec --heap --heap-sample: slowdown on the real-world corpus
 #   bench/run.sh board-stack-size [ARGS...]  the same coverage on the emulated ARM boards
+#   bench/run.sh board-heap-cost    rec --heap on the ARMv7 board vs the AArch64 board: cost, file
 #   bench/run.sh realworld [ARGS...]   rec and hostside vs perf on sqlite3 and ripgrep
 #   bench/run.sh index [ARGS...]    the build-id index's first and cached runs on a large tree
 #   bench/run.sh off-cpu [ARGS...]  rec --off-cpu vs perf record -e sched:sched_switch
@@ -54,6 +55,13 @@ case "$what" in
         export CROSSPROF_DIST="$PWD/dist"
         cargo build --locked --release -p crossprof-tests --example truncate_stacks
         python3 bench/board_stack_size.py "$@"
+        ;;
+    board-heap-cost)
+        shift
+        tests/boards/setup.sh >/dev/null
+        targets/dist.sh aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf
+        export CROSSPROF_DIST="$PWD/dist"
+        python3 bench/board_heap_cost.py "$@"
         ;;
     *) python3 bench/cpu_overhead.py "$@" ;;
 esac

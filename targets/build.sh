@@ -99,6 +99,12 @@ case "$kind" in
         ;;
 esac
 
+if [[ $kind == heap-* && $triple == armv7-* ]]; then
+    # The ARMv7 interposer finds its caller's stack pointer through each hook's frame record
+    # (crossprof-heap's `stack::arm_entry_registers`): it needs frame pointers.
+    flags="$flags -C force-frame-pointers=yes"
+fi
+
 if [ ${#build_std[@]} -gt 0 ]; then
     # -Zbuild-std is unstable: allowed on the stable toolchain by RUSTC_BOOTSTRAP. zig brings
     # its own musl, so rustc's self-contained crt objects are left out where zig links.

@@ -307,6 +307,13 @@ struct Spaces<A: Architecture> {
 /// What [`StackUnwinder`] asks of its architecture's [`Spaces`], once per sample.
 trait ArchSpaces {
     fn pc(&self, s: &Sample) -> Option<u64>;
+    fn unwind_regs(
+        &mut self,
+        modules: &mut Modules<'_>,
+        key: SpaceKey,
+        regs: Registers,
+        stack: &[u8],
+    ) -> (Vec<u64>, Outcome);
     fn user_chain(
         &mut self,
         modules: &mut Modules<'_>,
@@ -319,6 +326,31 @@ trait ArchSpaces {
 impl<A: Architecture> ArchSpaces for Spaces<A> {
     fn pc(&self, s: &Sample) -> Option<u64> {
         Registers::from_sample::<A>(s.regs_mask, &s.regs).map(|r| r.pc)
+    }
+
+    fn unwind_regs(
+        &mut self,
+        modules: &mut Modules<'_>,
+        key: SpaceKey,
+        regs: Registers,
+        stack: &[u8],
+    ) -> (Vec<u64>, Outcome) {
+        let big_endian = self.big_endian;
+        let space = self
+            .spaces
+            .entry(key)
+            .or_insert_with(|| modules.build_space::<A>(key, big_endian));
+        let mut out = Vec::new();
+        let outcome = space.unwind(regs, stack, &mut out);
+        // Heuristic frames are not counted here: the caller counts the outcome.
+        let _ = (
+            space.take_prologue_frames(),
+            space.take_jit_frames(),
+            space.take_untabled_frames(),
+            space.take_go_switches(),
+            space.take_scanned_frames(),
+        );
+        (out, outcome)
     }
 
     fn user_chain(
@@ -419,6 +451,22 @@ impl<'a> StackUnwinder<'a> {
         self.stats.sections_failed = self.modules.errors.len() as u64;
         self.stats.cfi_entries_skipped = self.modules.cfi_skipped;
         chain
+    }
+
+    /// Unwinds a stack image (the bytes from `regs.sp` upward) of address space `key` from
+    /// `regs`: the frames, innermost first, and how the unwind ended. For stacks recorded as
+    /// registers and stack words rather than frames (ARMv7 heap stacks); the outcome is left
+    /// to the caller to count.
+    pub fn unwind_image(
+        &mut self,
+        key: SpaceKey,
+        regs: Registers,
+        stack: &[u8],
+    ) -> (Vec<u64>, Outcome) {
+        let r = self.spaces.unwind_regs(&mut self.modules, key, regs, stack);
+        self.stats.sections_failed = self.modules.errors.len() as u64;
+        self.stats.cfi_entries_skipped = self.modules.cfi_skipped;
+        r
     }
 
     /// Why modules' unwind sections could not be read (each message names the file); their

@@ -1,9 +1,11 @@
 //! The heap interposer on an emulated board (see [`crate::boards`]): the files a `rec --heap`
-//! job needs on the board image besides `rec` and the program.
+//! job needs on the board image besides `rec` and the program, and the real-world corpus's
+//! programs prepared for a heap run ([`prepare_real`]).
 
 use std::path::{Path, PathBuf};
 
-use crate::boards::{Board, Files};
+use crate::boards::{debian_libc, Board, Files};
+use crate::realworld::{build, RealProgram};
 use crate::root;
 
 /// The heap interposer built for the board's glibc, from `dist/<triple>/gnu/` (or
@@ -26,4 +28,67 @@ pub fn interposer_files(board: Board) -> Files {
         files.push((guest, read(&cross.join(name)), 0o755));
     }
     files
+}
+
+/// A program of the real-world corpus prepared for a board heap run.
+pub struct RealCase {
+    /// Its board build.
+    pub program: RealProgram,
+    /// Its corpus name, also its board path (`/NAME`) and its recording's (`/out/NAME.zst`).
+    pub name: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its debug sysroot.
+    pub sysroot: PathBuf,
+}
+
+/// A symbolic link at `link` (its directories made) to `target`.
+pub fn symlink(target: &Path, link: &Path) {
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, link)
+        .unwrap_or_else(|e| panic!("{} -> {}: {e}", link.display(), target.display()));
+}
+
+/// The board files of `name` built as `variant` (at `/NAME`, so that `./NAME` runs it from
+/// `/`, the jobs' working directory, with its libraries from Debian's C library and its
+/// input in `/`) and its debug sysroot under `dir`.
+pub fn prepare_real(
+    board: Board,
+    name: &str,
+    variant: &str,
+    args: &[String],
+    dir: &Path,
+    files: &mut Files,
+) -> RealCase {
+    let p = build(name, variant);
+    let libc = debian_libc(board);
+    let sysroot = dir.join(format!("{name}-sysroot"));
+    let guest = format!("/{name}");
+    symlink(&p.unstripped, &sysroot.join(name));
+    symlink(&libc.join("usr/lib/debug"), &sysroot.join("usr/lib/debug"));
+    files.push((guest, std::fs::read(&p.board).unwrap(), 0o755));
+    for (guest, cross) in &p.libs {
+        let debian = libc.join(guest.trim_start_matches('/'));
+        let host = if debian.exists() {
+            std::fs::canonicalize(&debian).unwrap()
+        } else {
+            cross.clone()
+        };
+        if let Some(f) = files.iter_mut().find(|(g, _, _)| g == guest) {
+            f.1 = std::fs::read(&host).unwrap();
+        } else {
+            files.push((guest.clone(), std::fs::read(&host).unwrap(), 0o755));
+        }
+        symlink(&host, &sysroot.join(guest.trim_start_matches('/')));
+    }
+    for input in &p.board_inputs {
+        let data = std::fs::read(p.workdir.join(input)).unwrap();
+        files.push((format!("/{input}"), data, 0o644));
+    }
+    RealCase {
+        program: p,
+        name: name.to_string(),
+        args: args.to_vec(),
+        sysroot,
+    }
 }

@@ -57,8 +57,9 @@ pub(super) fn cut_short(h: &HeapProfile, out: &mut Vec<Diagnostic>) {
                 profile: None,
                 count: n,
                 message: format!(
-                    "allocations whose stack the interposer's unwinder cut short {}: their \
-                     outermost callers are missing",
+                    "allocations whose stack the interposer's unwinder (on ARMv7, hostside's \
+                     unwind of the stack words recorded) cut short {}: their outermost callers \
+                     are missing",
                     cut_reason(marker)
                 ),
             });
@@ -69,9 +70,11 @@ pub(super) fn cut_short(h: &HeapProfile, out: &mut Vec<Diagnostic>) {
 /// What a reason the interposer recorded means, for the diagnostic's message.
 fn cut_reason(marker: u64) -> String {
     match marker {
-        cut_short::TOO_DEEP => {
-            format!("at its limit of {} frames", crossprof_heap_wire::MAX_FRAMES)
-        }
+        cut_short::TOO_DEEP => format!(
+            "at its limit of {} frames ({} stack words on ARMv7)",
+            crossprof_heap_wire::MAX_FRAMES,
+            crossprof_heap_wire::MAX_SPARSE_ENTRIES - 3
+        ),
         cut_short::NO_UNWIND_INFO => {
             "in code without unwind tables (the stack is the site alone)".into()
         }

@@ -167,6 +167,8 @@ pub fn run(o: &Opened, stubs: KeptStubs, builders: Builders) -> Profiles {
                 window: o.window,
                 sample_mean: header.heap_sample_bytes,
                 page_size: u64::from(header.page_size),
+                sparse_arm: (header.heap_stacks == crossprof_format::HEAP_STACKS_ARM_SPARSE)
+                    .then_some(header.big_endian),
                 ..opts
             };
             let mut h = HeapBuilder::new(processes, resolver, header.start_clock_ns, opts);

@@ -288,6 +288,7 @@ pub(crate) fn stack_of(
     };
     if st.trie.generation() != st.memo_trie {
         st.memo.invalidate();
+        st.scratch.invalidate();
         st.memo_trie = st.trie.generation();
     }
     let (trie, producer) = (&mut st.trie, &mut st.producer);
@@ -463,6 +464,14 @@ fn nested(
     p.size = size;
     p.n = if k == kind::FREE {
         0
+    } else if cfg!(target_arch = "arm") {
+        // The return address alone, as a sparse stack of unknown registers (the stack
+        // words need the module list, which needs the lock): the host makes it the site
+        // alone, counted as cut short.
+        let _ = (own, bounds);
+        p.ips[0] = crossprof_heap_wire::sparse::registers_low(0, 0);
+        p.ips[1] = crossprof_heap_wire::sparse::registers_high(at.regs[0] as u32, 0);
+        2
     } else {
         let n = stack::capture_fp(&mut p.ips, own.clone(), bounds);
         stack::put_first(at.ra, &own, &mut p.ips, n).0
@@ -500,6 +509,7 @@ extern "C" fn fork_child() {
     st.producer = None;
     st.trie.reset();
     st.memo.invalidate();
+    st.scratch.invalidate();
     PENDING_USED.with(|u| u.set(0));
     LOCK.reset();
     if ACTIVE.load(Ordering::Relaxed) {

@@ -23,7 +23,7 @@ impl State<'_> {
         let (mapped, mapping_totals) = std::mem::take(&mut self.mappings).finish();
         let mapped: Vec<_> = mapped
             .into_iter()
-            .map(|((space, id), c)| (space.0, self.tree.trace(space, id, self.processes), c))
+            .map(|((space, id), c)| (space.0, self.trace(space, id), c))
             .collect();
         self.resolve_all();
         let unknown = self.table.intern(unknown_stack_frame());

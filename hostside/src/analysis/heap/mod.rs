@@ -43,6 +43,7 @@ pub mod rss_split;
 pub mod rules;
 pub mod sampled;
 pub mod slices;
+pub mod sparse;
 pub mod stream;
 pub mod timeline;
 pub mod trace_tree;
@@ -118,6 +119,10 @@ pub struct HeapOptions {
     pub sample_mean: u64,
     /// The board's page size, which mappings are rounded to ([`mapped`]).
     pub page_size: u64,
+    /// The recording's heap stacks are ARMv7 registers and stack words to unwind here
+    /// ([`sparse`]; the header's `heap_stacks`), in this byte order (`Some(big_endian)`);
+    /// `None`: return addresses.
+    pub sparse_arm: Option<bool>,
 }
 
 impl Default for HeapOptions {
@@ -130,6 +135,7 @@ impl Default for HeapOptions {
             slices: None,
             sample_mean: 0,
             page_size: 4096,
+            sparse_arm: None,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::analysis::heap::rss_split::SplitLog;
 use crate::analysis::heap::rules::{Block, SpaceHeap};
 use crate::analysis::heap::sampled::{Estimate, Weights};
 use crate::analysis::heap::slices::SliceLog;
+use crate::analysis::heap::sparse::SparseStacks;
 use crate::analysis::heap::timeline::Timeline;
 use crate::analysis::heap::trace_tree::{TraceId, TraceTree, EMPTY_TRACE};
 use crate::analysis::heap::{
@@ -102,6 +103,8 @@ pub(super) struct State<'a> {
     pub(super) mappings: Mappings,
     /// RSS by kind of mapping over time.
     pub(super) rss_split: SplitLog,
+    /// The unwinder of ARMv7's sparse stacks, for a recording of them.
+    pub(super) sparse: Option<SparseStacks<'a>>,
 }
 
 impl<'a> State<'a> {
@@ -144,6 +147,7 @@ impl<'a> State<'a> {
             weights: Weights::of(opts.sample_mean),
             mappings: Mappings::new(opts.page_size),
             rss_split: SplitLog::default(),
+            sparse: SparseStacks::of(processes, resolver, opts.sparse_arm),
         }
     }
 }
@@ -194,7 +198,7 @@ impl State<'_> {
             return;
         }
         let space = self.space(a.pid, a.time);
-        let trace = self.tree.trace(space, a.stack, self.processes);
+        let trace = self.trace(space, a.stack);
         self.alloc(space, a.addr, a.size, trace, a.time, carried);
         if carried {
             self.totals.carried_blocks += 1;

@@ -48,6 +48,21 @@ pub struct TraceNode {
     pub cut: Option<u64>,
 }
 
+/// Turns the chain the board recorded for a stack into the stack it stands for: for ARMv7's
+/// sparse stacks (registers and stack words, `crossprof_heap_wire::sparse`), an unwind on
+/// the host. Asked once per distinct board chain of an address space.
+pub trait Expand {
+    /// The return addresses (innermost first) of board chain `chain` (innermost first) of
+    /// `space`, whose `cut` marker (if any) was removed, and the marker of why the stack is
+    /// incomplete, if it is.
+    fn expand(
+        &mut self,
+        space: SpaceKey,
+        chain: &[u64],
+        cut: Option<u64>,
+    ) -> (Vec<u64>, Option<u64>);
+}
+
 /// Damage seen in the board's trace tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TreeAnomalies {
@@ -100,6 +115,18 @@ impl TraceTree {
     /// The canonical trace of board stack `id` as used by an event in `space`. Cost: a hash
     /// lookup once the id has been seen; the first time, one step per frame.
     pub fn trace(&mut self, space: SpaceKey, id: u64, processes: &Processes) -> TraceId {
+        self.trace_with(space, id, processes, None)
+    }
+
+    /// [`TraceTree::trace`] of a recording whose chains `expand` turns into stacks (each
+    /// distinct chain once).
+    pub fn trace_with(
+        &mut self,
+        space: SpaceKey,
+        id: u64,
+        processes: &Processes,
+        expand: Option<&mut dyn Expand>,
+    ) -> TraceId {
         if id == 0 {
             return EMPTY_TRACE;
         }
@@ -110,7 +137,7 @@ impl TraceTree {
                 }
             }
         }
-        let t = self.trace_slow(space, id, processes);
+        let t = self.trace_slow(space, id, processes, expand);
         if t != EMPTY_TRACE && id < MAX_RECENT_ID {
             if self.recent.as_ref().is_none_or(|(s, _)| *s != space) {
                 self.recent = Some((space, Vec::new()));
@@ -125,7 +152,13 @@ impl TraceTree {
         t
     }
 
-    fn trace_slow(&mut self, space: SpaceKey, id: u64, processes: &Processes) -> TraceId {
+    fn trace_slow(
+        &mut self,
+        space: SpaceKey,
+        id: u64,
+        processes: &Processes,
+        expand: Option<&mut dyn Expand>,
+    ) -> TraceId {
         let (pid, generation) = space;
         if let Some(&t) = self.cache.get(&pid).and_then(|c| c.get(&(generation, id))) {
             return t;
@@ -134,7 +167,12 @@ impl TraceTree {
         let mut cur = id;
         let mut base = EMPTY_TRACE;
         while cur != 0 {
-            if let Some(&t) = self.cache.get(&pid).and_then(|c| c.get(&(generation, cur))) {
+            // A chain to expand is taken whole: its outer part alone means nothing.
+            let cached = expand
+                .is_none()
+                .then(|| self.cache.get(&pid).and_then(|c| c.get(&(generation, cur))))
+                .flatten();
+            if let Some(&t) = cached {
                 base = t;
                 break;
             }
@@ -160,6 +198,9 @@ impl TraceTree {
                 ips.pop();
                 cut = Some(marker);
             }
+        }
+        if let Some(expand) = expand {
+            (ips, cut) = expand.expand(space, &ips, cut);
         }
         let mut t = base;
         for &ip in ips.iter().rev() {
@@ -341,5 +382,48 @@ mod tests {
         // Defining the same content again is not a redefinition.
         tree.add_node(&node(1, 1, 0, 0x999));
         assert_eq!(tree.anomalies.redefined, 1);
+    }
+
+    /// Turns every chain into two frames made of its entry count and its first entry, and
+    /// reports it cut short when the board cut it.
+    struct Double(usize);
+
+    impl Expand for Double {
+        fn expand(
+            &mut self,
+            _: SpaceKey,
+            chain: &[u64],
+            cut: Option<u64>,
+        ) -> (Vec<u64>, Option<u64>) {
+            self.0 += 1;
+            (vec![chain[0], chain.len() as u64], cut)
+        }
+    }
+
+    #[test]
+    fn an_expanded_chain_is_taken_whole_once_and_keeps_its_cut() {
+        let p = Processes::default();
+        let mut tree = TraceTree::default();
+        for n in [
+            node(1, 1, 0, cut_short::TOO_DEEP),
+            node(1, 2, 1, 0x30),
+            node(1, 3, 2, 0x20),
+            node(1, 4, 3, 0x10),
+            node(1, 5, 2, 0x11),
+        ] {
+            tree.add_node(&n);
+        }
+        let mut x = Double(0);
+        let outer = tree.trace_with((1, 0), 3, &p, Some(&mut x));
+        let a = tree.trace_with((1, 0), 4, &p, Some(&mut x));
+        let b = tree.trace_with((1, 0), 5, &p, Some(&mut x));
+        // Asked again: the tree remembers, the expander is not asked.
+        assert_eq!(tree.trace_with((1, 0), 4, &p, Some(&mut x)), a);
+        assert_eq!(x.0, 3);
+        // Each chain whole, its marker taken off before and given back after.
+        assert_eq!(ips(&tree, outer), [0x20, 2]);
+        assert_eq!(ips(&tree, a), [0x10, 3]);
+        assert_eq!(ips(&tree, b), [0x11, 2]);
+        assert_eq!(tree.cut_short(a), (Some(cut_short::TOO_DEEP), 2));
     }
 }

@@ -129,24 +129,38 @@ mod tests {
         Record::Header(old.clone()).encode(&mut buf);
         let mut d = Dec::new(&buf[1..]);
         let payload = d.bytes().unwrap();
-        // An empty list and an empty string, then segment 0, its start 0 and the heap
-        // sampling mean 0 (appended in that order).
-        let cut = &payload[..payload.len() - 5];
+        // An empty list and an empty string, then segment 0, its start 0, the heap
+        // sampling mean 0 and an empty heap-stack kind (appended in that order).
+        let cut = &payload[..payload.len() - 6];
         assert_eq!(
             Record::decode(tag::HEADER, cut).unwrap(),
             Record::Header(old.clone())
         );
         // Written before segments existed: ends at `off_cpu`.
-        let cut = &payload[..payload.len() - 3];
+        let cut = &payload[..payload.len() - 4];
         assert_eq!(
             Record::decode(tag::HEADER, cut).unwrap(),
             Record::Header(old.clone())
         );
         // Written before sampled heap recordings: ends at the segment's start.
+        let cut = &payload[..payload.len() - 2];
+        assert_eq!(
+            Record::decode(tag::HEADER, cut).unwrap(),
+            Record::Header(old.clone())
+        );
+        // Written before ARMv7's sparse heap stacks: ends at the sampling mean.
         let cut = &payload[..payload.len() - 1];
         assert_eq!(
             Record::decode(tag::HEADER, cut).unwrap(),
             Record::Header(old)
+        );
+        let sparse = Header {
+            heap_stacks: crate::HEAP_STACKS_ARM_SPARSE.into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            round_trip(&Record::Header(sparse.clone())),
+            Record::Header(sparse)
         );
     }
 }

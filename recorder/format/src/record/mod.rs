@@ -22,7 +22,7 @@ pub use event_sample::EventSample;
 pub use heap::{Alloc, Free, StackNode};
 pub use jit::{is_jitdump, JitMap};
 pub use memory::{AnonMap, MapOp, RssSplit};
-pub use run::{Blob, End, Header, Lost};
+pub use run::{Blob, End, Header, Lost, HEAP_STACKS_ARM_SPARSE};
 pub use sample::{Sample, Switch};
 pub use task::{Comm, Mmap, Rss, Task};
 pub use thread_state::ThreadState;

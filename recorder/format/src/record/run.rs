@@ -57,7 +57,14 @@ pub struct Header {
     /// was recorded, and in files written before it existed). A sampled allocation of `s`
     /// bytes was recorded with probability `1 - exp(-s / heap_sample_bytes)`.
     pub heap_sample_bytes: u64,
+    /// What the heap stacks' trace-tree nodes hold: empty for return addresses (and in files
+    /// written before it existed), `arm-sparse` for ARMv7's entry registers and stack words,
+    /// to be unwound on the host (`crossprof_heap_wire::sparse`).
+    pub heap_stacks: String,
 }
+
+/// [`Header::heap_stacks`] of an ARMv7 heap recording.
+pub const HEAP_STACKS_ARM_SPARSE: &str = "arm-sparse";
 
 impl Header {
     pub(super) fn encode(&self, e: &mut Enc<'_>) {
@@ -81,6 +88,7 @@ impl Header {
         e.u64(self.segment.into());
         e.u64(self.segment_start_ns);
         e.u64(self.heap_sample_bytes);
+        e.str(&self.heap_stacks);
     }
 
     pub(super) fn decode(d: &mut Dec<'_>) -> Result<Self, DecodeError> {
@@ -113,6 +121,9 @@ impl Header {
         }
         if d.remaining() > 0 {
             h.heap_sample_bytes = d.u64()?;
+        }
+        if d.remaining() > 0 {
+            h.heap_stacks = d.string()?;
         }
         Ok(h)
     }

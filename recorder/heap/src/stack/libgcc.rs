@@ -1,5 +1,5 @@
 //! Capture through the C runtime's `_Unwind_Backtrace` for architectures framehop does not
-//! cover (ARMv7 with `.ARM.exidx`, i686, RISC-V). Correct but slow (no rule cache). The
+//! cover and ARMv7 does not use (i686, RISC-V). Correct but slow (no rule cache). The
 //! unwinder finds modules itself, with `dl_iterate_phdr`, which is answered without the
 //! loader's lock from the list kept here while it unwinds ([`super::phdr_list`]).
 

@@ -1,14 +1,15 @@
 //! In-process stack capture: raw return addresses of the allocating thread, innermost first,
 //! starting at the caller of the malloc-family function (the interposer's own frames are
-//! skipped by address range).
+//! skipped by address range); on ARMv7 the registers and stack words the host unwinds
+//! instead (`sparse`).
 //!
 //! The innermost frame does not depend on unwind information: each hook reads its own return
 //! address as its first instruction ([`entry_return_address`]), and [`stack_id`] puts it
-//! first and appends what the unwinder found beyond it. ARMv7 C code built without
-//! `-funwind-tables` (Debian armhf's default) has no `.ARM.exidx` entry, so
-//! `_Unwind_Backtrace` stops at the first C frame without reporting it: there the stack is
-//! the allocation site alone, which is still the right site. Where unwind information exists
-//! the unwinder's first frame is that same address and the result is the unwinder's stack.
+//! first and appends what the unwinder found beyond it. Where the in-process unwinder cannot
+//! step out of the caller (i686 or RISC-V code without tables) the stack is the allocation
+//! site alone, which is still the right site, marked as cut short. Where unwind information
+//! exists the unwinder's first frame is that same address and the result is the unwinder's
+//! stack.
 //!
 //! Method, chosen by measurement (bench/RESULTS.md, "Heap recording overhead"): on
 //! x86_64 and aarch64, framehop unwinds from `.eh_frame` with a per-address rule cache and
@@ -19,6 +20,11 @@
 //! a cached unwinder of their own; the module look-ups it makes through `dl_iterate_phdr`
 //! are answered without the loader's lock (`phdr_list`).
 //!
+//! ARMv7 does not unwind in the process at all (`sparse`): it records the entry registers
+//! and the stack words an unwind may need, and the host unwinds them with the sysroot's
+//! `.debug_frame`, which C code built with the distributions' defaults has and `.ARM.exidx`
+//! does not. i686 and RISC-V still call `_Unwind_Backtrace` inside `malloc`.
+//!
 //! Most events need no unwind at all: [`stack_id`] first asks the [`memo`], which knows the
 //! stacks unwound before from the same entry registers and checks the stack words that
 //! decided them (99.99% of the events of a Lua and a SQLite run; see bench/RESULTS.md).
@@ -27,17 +33,25 @@
 //! ([`splice`]), and the trace tree skips the frames shared with the previous stack
 //! ([`crate::trie::Trie::intern_stack`]).
 
+// ARMv7 keeps the unwinding half (memo, probes) compiled but unused.
+#![cfg_attr(target_arch = "arm", allow(dead_code, unused_imports))]
+
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod framehop_unwind;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub use framehop_unwind::{build, capture, rescan, Modules};
 
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "arm")))]
 mod libgcc;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub mod phdr_list;
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "arm")))]
 pub use libgcc::{capture, rescan, Modules};
+
+#[cfg(target_arch = "arm")]
+mod sparse;
+#[cfg(target_arch = "arm")]
+pub use sparse::{rescan, Modules};
 
 pub mod find;
 pub mod memo;
@@ -174,19 +188,83 @@ pub fn entry_from(ra: u64) -> Entry {
         let (pc, sp, fp, lr) = framehop_unwind::registers();
         [pc, sp, fp, lr]
     };
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(target_arch = "arm")]
+    let regs = arm_entry_registers();
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "arm")))]
     let regs = [0; 4];
     Entry { ra, regs }
+}
+
+/// The caller's registers at the call of the hook this is inlined into, as
+/// `[lr, sp, r7, r11]` for [`sparse::capture`]; zeros when they cannot be told.
+///
+/// The hook's prologue has moved sp and may have reused r11 before its first statement runs,
+/// so they are found through the hook's frame record: the ARMv7 interposer is built with
+/// frame pointers (`targets/build.sh`), and LLVM's ARM-mode prologue pushes the callee-saved
+/// registers with r11 and lr on top and points r11 at the saved r11, so the saved r11 is at
+/// `[r11]`, the saved lr at `[r11 + 4]` and the caller's sp is `r11 + 8` (no hook takes
+/// arguments on the stack). The record is trusted only when it lies a little above sp and its
+/// saved lr equals the link register, which the prologue saved but did not change; otherwise
+/// (a build without frame pointers) the registers are unknown and the stack is the site
+/// alone (only lr is given). r7 is read as it stands: the prologue saves it but does not change it.
+/// Signal-safe (reads registers and the hook's own frame).
+#[cfg(target_arch = "arm")]
+#[inline(always)]
+fn arm_entry_registers() -> [u64; 4] {
+    let (fp, sp, lr, r7): (usize, usize, usize, usize);
+    // SAFETY: reads registers only. Not `nomem`: it must stay before the hook's calls.
+    unsafe {
+        core::arch::asm!(
+            // r7 first: an output may be given r7's register, and must not be written
+            // before r7 is read.
+            "mov {3}, r7",
+            "mov {0}, r11",
+            "mov {1}, sp",
+            "mov {2}, lr",
+            out(reg) fp,
+            out(reg) sp,
+            out(reg) lr,
+            out(reg) r7,
+            options(nostack, preserves_flags)
+        )
+    };
+    // Unknown registers keep the return address: the stack is then the site alone.
+    let unknown = [lr as u64, 0, 0, 0];
+    if fp < sp || fp - sp > 256 || fp % 4 != 0 {
+        return unknown;
+    }
+    // SAFETY: fp lies in the hook's own frame, between sp and sp + 256 (checked above),
+    // which the prologue has written.
+    let (saved_fp, saved_lr) = unsafe {
+        let p = fp as *const usize;
+        (
+            core::ptr::read_volatile(p),
+            core::ptr::read_volatile(p.add(1)),
+        )
+    };
+    if saved_lr != lr {
+        return unknown;
+    }
+    [lr as u64, (fp + 8) as u64, r7 as u64, saved_fp as u64]
 }
 
 /// What an unwinder's stack reads go through: gets the address and what was read, returns
 /// what the unwinder sees (see [`stack_id`]).
 pub type Tap<'a> = &'a mut dyn FnMut(u64, Result<u64, ()>) -> Result<u64, ()>;
 
+/// Entries of the stack buffer: a sparse ARMv7 stack holds stack words, not frames.
+#[cfg(target_arch = "arm")]
+const IPS: usize = crossprof_heap_wire::MAX_SPARSE_ENTRIES;
+#[cfg(not(target_arch = "arm"))]
+const IPS: usize = MAX_FRAMES;
+
 /// Buffers for [`stack_id`], kept with the interposer's locked state rather than on the
 /// stack (a signal handler on a small alternate stack may allocate).
 pub struct Scratch {
-    ips: [u64; MAX_FRAMES],
+    ips: [u64; IPS],
+    /// ARMv7: the last sparse chain interned, its length and id (0: none).
+    #[cfg(target_arch = "arm")]
+    last: ([u64; IPS], usize, u64),
     again: [u64; MAX_FRAMES],
     reads: Reads,
     reads_again: Reads,
@@ -196,10 +274,22 @@ impl Scratch {
     /// Zeroed buffers.
     pub const fn new() -> Scratch {
         Scratch {
-            ips: [0; MAX_FRAMES],
+            ips: [0; IPS],
+            #[cfg(target_arch = "arm")]
+            last: ([0; IPS], 0, 0),
             again: [0; MAX_FRAMES],
             reads: Reads::new(),
             reads_again: Reads::new(),
+        }
+    }
+}
+
+impl Scratch {
+    /// Forgets what was interned: the trace tree forgot its ids.
+    pub fn invalidate(&mut self) {
+        #[cfg(target_arch = "arm")]
+        {
+            self.last.2 = 0;
         }
     }
 }
@@ -230,6 +320,7 @@ const PROBES: [u64; 2] = [0, 0x7fff_ffff_ffff_fff0];
 /// again with all of them set to each of [`PROBES`]. When both runs read the same addresses
 /// and find the same frames, those values decided nothing and the entry ignores them (see
 /// the `memo` module for why the two probes cover every test an unwind rule makes).
+#[cfg(not(target_arch = "arm"))]
 pub fn stack_id(
     at: Entry,
     m: &mut Modules,
@@ -313,6 +404,32 @@ pub fn stack_id(
         });
     memo.store(&key, bounds, &s.reads, loose, id);
     Ok((id, unknown))
+}
+
+/// ARMv7: the trace-tree id of the sparse stack of the hook entered at `at`
+/// ([`sparse::capture`]; no memo, no unwind, no module met that is not known; the last
+/// chain interned is remembered, see [`Scratch::invalidate`]). Call with the interposer's
+/// lock held.
+#[cfg(target_arch = "arm")]
+pub fn stack_id(
+    at: Entry,
+    m: &mut Modules,
+    _memo: &mut Memo,
+    s: &mut Scratch,
+    bounds: (usize, usize),
+    intern: impl FnOnce(&[u64]) -> Result<u64, InternFailed>,
+) -> Result<(u64, Option<u64>), InternFailed> {
+    let n = sparse::capture(m, &mut s.ips, bounds, at.regs);
+    // An allocation loop meets the same chain again and again: one comparison instead of a
+    // trace-tree look-up per entry.
+    let (last, last_n, last_id) = &mut s.last;
+    if *last_id != 0 && *last_n == n && last[..n] == s.ips[..n] {
+        return Ok((*last_id, None));
+    }
+    let id = intern(&s.ips[..n])?;
+    last[..n].copy_from_slice(&s.ips[..n]);
+    (*last_n, *last_id) = (n, id);
+    Ok((id, None))
 }
 
 /// Walks the frame-pointer chain from the caller: used only for an allocation made by a

@@ -64,6 +64,27 @@ unsafe extern "C" fn collect(info: *mut libc::dl_phdr_info, _: usize, data: *mut
     0
 }
 
+impl Entry {
+    /// The address ranges of its executable segments (`PF_X` loads), as mapped.
+    #[cfg_attr(not(target_arch = "arm"), allow(dead_code))]
+    pub fn exec_ranges(&self) -> impl Iterator<Item = Range<u64>> + '_ {
+        // SAFETY: the loader's headers of a module still loaded (the list is retaken when
+        // one is unloaded).
+        let phdrs = unsafe { core::slice::from_raw_parts(self.phdr, self.phnum as usize) };
+        let bias = self.addr as u64;
+        phdrs
+            .iter()
+            .filter(|ph| ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0)
+            .map(move |ph| {
+                // Program headers' fields are 32-bit on 32-bit targets.
+                #[allow(clippy::unnecessary_cast)]
+                let (vaddr, memsz) = (ph.p_vaddr as u64, ph.p_memsz as u64);
+                let start = bias + vaddr;
+                start..start + memsz
+            })
+    }
+}
+
 fn entry(addr: usize, name: *const c_char, phdr: *const Phdr, phnum: u16) -> Option<Entry> {
     if phdr.is_null() {
         return None;

@@ -45,7 +45,7 @@ pub const ENV_REC_PID: &str = "CROSSPROF_REC_PID";
 pub const ENV_SAMPLE: &str = "CROSSPROF_HEAP_SAMPLE";
 
 /// First word of the ring header and of the hello message.
-pub const MAGIC: u64 = 0x3370_6165_6870_7863; // "cxphea" + version digit 3
+pub const MAGIC: u64 = 0x3470_6165_6870_7863; // "cxphea" + version digit 4
 /// Bytes of the header page before the data area.
 pub const HEADER_BYTES: usize = 4096;
 /// Default data-area size: 2 MiB, about 60,000 allocation/free pairs; `rec` drains every
@@ -54,6 +54,114 @@ pub const DEFAULT_DATA_BYTES: usize = 2 << 20;
 /// Most frames kept per stack (innermost first), a [`cut_short`] marker included; deeper
 /// stacks are cut at the outer end.
 pub const MAX_FRAMES: usize = 128;
+
+/// Most entries of a sparse ARMv7 stack ([`sparse`]), its two register entries and a
+/// [`cut_short`] marker included: a stack with more kept words is cut at the outer end.
+pub const MAX_SPARSE_ENTRIES: usize = 512;
+
+/// The stacks of an ARMv7 interposer, which does not unwind in the process: the entry
+/// registers of the hook and the stack words an unwind may need, sent as a trace-tree chain
+/// like return addresses (so the ring, the trie, the file and segment carrying are the same),
+/// and unwound on the host with the sysroot's tables. A recording whose header says
+/// `heap_stacks: "arm-sparse"` holds these; a reader that does not know it sees addresses
+/// that name no function (never a wrong one).
+///
+/// A chain, innermost entry first: [`registers_low`], [`registers_high`], then one
+/// [`word`] or [`stack_word`] per kept stack word by rising address, then perhaps a
+/// [`cut_short`] marker (more words than [`crate::MAX_SPARSE_ENTRIES`]). A stack word that is
+/// not in the chain was not a code address or a pointer up the stack: the host reads it as
+/// [`UNKNOWN`].
+///
+/// Stack addresses are given as if the thread's stack ended at [`TOP`]: words by their
+/// distance below the stack's top, pointers into the stack (the stack pointer, r7 and r11,
+/// saved frame pointers) moved by the same amount. The outer frames of a thread (`main` and
+/// what calls it) then give the same entries however deep the allocation happens, and the
+/// trace tree, which shares a chain's outer part, holds them once (offsets from the stack
+/// pointer would make every depth a new chain).
+pub mod sparse {
+    /// What the host reads for a stack word the chain does not hold: odd and outside every
+    /// mapping of a 32-bit process, so that an unwind that takes it for a return address or
+    /// a frame pointer stops there (as "outside the mappings" or "the copy ended") and never
+    /// makes up a frame. (Zero would not do: an unwinder takes a zero return address for the
+    /// end of the stack, a complete one.)
+    pub const UNKNOWN: u32 = 0xffff_fffd;
+
+    /// Where a chain's stack ends (see the module docs): aligned, above any stack pointer it
+    /// yields for a thread stack under 2 GiB, and never 0 (0 means "registers unknown").
+    pub const TOP: u32 = 0x8000_0000;
+
+    /// The entry of registers r7 and r11 (the Thumb and ARM frame pointers) at the call,
+    /// moved as the module docs say (0 when they do not point into the stack).
+    pub const fn registers_low(r7: u32, r11: u32) -> u64 {
+        (r11 as u64) << 32 | r7 as u64
+    }
+
+    /// The entry of the return address (the caller's lr at the call) and the caller's stack
+    /// pointer at the call, moved (0: unknown). Never a [`crate::cut_short`] marker: the
+    /// stack pointer is aligned.
+    pub const fn registers_high(lr: u32, sp: u32) -> u64 {
+        (sp as u64) << 32 | lr as u64
+    }
+
+    /// The entry of the stack word `value` (a code address) `below` bytes under the stack's
+    /// top.
+    pub const fn word(below: u32, value: u32) -> u64 {
+        (below as u64) << 32 | value as u64
+    }
+
+    /// The entry of a stack word `below` bytes under the stack's top that points `to` bytes
+    /// under it (a saved frame pointer). Distances stay under 2^31, so no such entry is a
+    /// [`crate::cut_short`] marker.
+    pub const fn stack_word(below: u32, to: u32) -> u64 {
+        POINTER | (below as u64) << 32 | to as u64
+    }
+
+    /// The flag of a [`stack_word`] entry.
+    const POINTER: u64 = 1 << 63;
+
+    /// The registers at the call, by name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Registers {
+        /// The return address (Thumb bit as the caller's lr had it).
+        pub lr: u32,
+        /// The caller's stack pointer at the call.
+        pub sp: u32,
+        /// r7.
+        pub r7: u32,
+        /// r11.
+        pub r11: u32,
+    }
+
+    /// Splits a chain (innermost first, any [`crate::cut_short`] marker removed) into its
+    /// registers and its (offset, value) words; `None` when it is too short to be one.
+    pub fn decode(chain: &[u64]) -> Option<(Registers, &[u64])> {
+        let (&low, rest) = chain.split_first()?;
+        let (&high, words) = rest.split_first()?;
+        let regs = Registers {
+            lr: high as u32,
+            sp: (high >> 32) as u32,
+            r7: low as u32,
+            r11: (low >> 32) as u32,
+        };
+        Some((regs, words))
+    }
+
+    /// The (offset above the stack pointer, value) of a word entry of a chain whose
+    /// registers are `regs`; `None` for a word below the stack pointer (a damaged chain).
+    pub const fn split_word(entry: u64, regs: &Registers) -> Option<(u32, u32)> {
+        let below = ((entry & !POINTER) >> 32) as u32;
+        let at = TOP.wrapping_sub(below);
+        if at < regs.sp {
+            return None;
+        }
+        let value = entry as u32;
+        if entry & POINTER != 0 {
+            Some((at - regs.sp, TOP.wrapping_sub(value)))
+        } else {
+            Some((at - regs.sp, value))
+        }
+    }
+}
 
 /// Why the interposer's unwinder stopped before a stack's outermost frame. Recorded as one
 /// more frame past the outermost one kept (the root of the stack's chain in the trace tree),
@@ -66,8 +174,9 @@ pub mod cut_short {
     pub const BASE: u64 = 0xffff_ffff_ffff_ff00;
     /// The stack had more than [`crate::MAX_FRAMES`] frames: its outermost callers are missing.
     pub const TOO_DEEP: u64 = BASE;
-    /// The unwinder did not reach the allocation site: code without unwind tables (ARMv7 C
-    /// built without `-funwind-tables`), so the stack is the site alone.
+    /// The unwinder did not reach the allocation site: code without unwind tables, so the
+    /// stack is the site alone (on ARMv7, where the host unwinds: the interposer could not
+    /// tell the caller's registers, or the sysroot has no tables for a frame's code).
     pub const NO_UNWIND_INFO: u64 = BASE + 1;
     /// An unwind rule led nowhere (damaged tables, or a frame the fallback rules misread).
     pub const BAD_FRAME: u64 = BASE + 2;
@@ -255,6 +364,30 @@ const _: () = assert!(core::mem::size_of::<RingHeader>() <= HEADER_BYTES);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sparse_chain_decodes_to_its_registers_and_words() {
+        let sp = sparse::TOP - 0x1000;
+        let chain = [
+            sparse::registers_low(sp + 0x20, 0),
+            sparse::registers_high(0x0040_1235, sp),
+            sparse::word(0x1000 - 8, 0x0040_2001),
+            sparse::stack_word(0x10, 0x8),
+        ];
+        let (r, words) = sparse::decode(&chain).unwrap();
+        assert_eq!((r.lr, r.sp, r.r7, r.r11), (0x0040_1235, sp, sp + 0x20, 0));
+        assert_eq!(sparse::split_word(words[0], &r), Some((8, 0x0040_2001)));
+        assert_eq!(
+            sparse::split_word(words[1], &r),
+            Some((0x1000 - 0x10, sparse::TOP - 8))
+        );
+        // A word below the stack pointer: damage.
+        assert_eq!(sparse::split_word(sparse::word(0x2000, 1), &r), None);
+        assert_eq!(sparse::decode(&chain[..1]), None);
+        // No register or pointer entry is a cut-short marker.
+        assert_eq!(cut_short::name(sparse::registers_high(u32::MAX, sp)), None);
+        assert_eq!(cut_short::name(chain[3]), None);
+    }
 
     #[test]
     fn words_and_hello_round_trip() {

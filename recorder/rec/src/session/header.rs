@@ -53,6 +53,13 @@ pub(super) fn header(opts: &Options, kernel: bool, events: &Events) -> Header {
         }
         .into(),
         heap_sample_bytes: opts.heap_sample.unwrap_or(0),
+        // The ARMv7 interposer (the one shipped with this rec: the ring's magic pins its
+        // version) records sparse stacks for the host to unwind.
+        heap_stacks: if opts.heap && cfg!(target_arch = "arm") {
+            crossprof_format::HEAP_STACKS_ARM_SPARSE.into()
+        } else {
+            String::new()
+        },
         // Segment 0; later segments of `--max-size` number themselves.
         ..Default::default()
     }
