@@ -66,7 +66,7 @@ pub(crate) use hook;
 hook! {
 /// `malloc`.
 fn malloc / attached_malloc(size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let ra = stack::entry_start();
     if sample::alloc_skipped(size) {
         return real::malloc(size);
     }
@@ -74,12 +74,12 @@ fn malloc / attached_malloc(size: usize) -> *mut c_void {
 }
 }
 
-/// A `malloc` that is an event, for a hook whose return address is `ra`. Apart from the hook
+/// A `malloc` that is an event, for a hook that read `ra` at its entry. Apart from the hook
 /// so that the hook's way to the C library for the calls that are no event (almost all in
 /// sampled mode) needs no stack frame: a few instructions and a jump.
 #[inline(never)]
-fn malloc_event(size: usize, ra: u64) -> *mut c_void {
-    let at = stack::entry_from(ra);
+fn malloc_event(size: usize, ra: stack::EntryStart) -> *mut c_void {
+    let at = stack::entry_finish(ra);
     let p = real::malloc(size);
     record::alloc(p, size, at);
     p
@@ -112,7 +112,7 @@ fn cfree / attached_cfree(p: *mut c_void) -> () {
 hook! {
 /// `calloc`.
 fn calloc / attached_calloc(n: usize, size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let ra = stack::entry_start();
     if sample::alloc_skipped(n.wrapping_mul(size)) {
         return real::calloc(n, size);
     }
@@ -122,8 +122,8 @@ fn calloc / attached_calloc(n: usize, size: usize) -> *mut c_void {
 
 /// A `calloc` that is an event (apart from the hook, as [`malloc_event`]).
 #[inline(never)]
-fn calloc_event(n: usize, size: usize, ra: u64) -> *mut c_void {
-    let at = stack::entry_from(ra);
+fn calloc_event(n: usize, size: usize, ra: stack::EntryStart) -> *mut c_void {
+    let at = stack::entry_finish(ra);
     let p = real::calloc(n, size);
     record::alloc(p, n.wrapping_mul(size), at);
     p
@@ -132,7 +132,7 @@ fn calloc_event(n: usize, size: usize, ra: u64) -> *mut c_void {
 hook! {
 /// `realloc`.
 fn realloc / attached_realloc(old: *mut c_void, size: usize) -> *mut c_void {
-    let ra = stack::entry_return_address();
+    let ra = stack::entry_start();
     match sample::realloc_plan(old as u64, size) {
         None => real::realloc(old, size),
         Some(plan) => realloc_event(old, size, ra, plan),
@@ -142,8 +142,13 @@ fn realloc / attached_realloc(old: *mut c_void, size: usize) -> *mut c_void {
 
 /// A `realloc` that is an event (apart from the hook, as [`malloc_event`]).
 #[inline(never)]
-fn realloc_event(old: *mut c_void, size: usize, ra: u64, plan: (u64, bool)) -> *mut c_void {
-    realloc_from(old, size, stack::entry_from(ra), plan)
+fn realloc_event(
+    old: *mut c_void,
+    size: usize,
+    ra: stack::EntryStart,
+    plan: (u64, bool),
+) -> *mut c_void {
+    realloc_from(old, size, stack::entry_finish(ra), plan)
 }
 
 /// `realloc` for a hook entered at `at`, with events as [`sample::realloc_plan`] planned.

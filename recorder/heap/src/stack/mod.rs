@@ -177,6 +177,35 @@ pub fn entry() -> Entry {
     entry_from(entry_return_address())
 }
 
+/// What a hook reads of its entry first thing, before it decides whether the call is an event
+/// at all: the return address ([`entry_return_address`]), from which the event's own function
+/// makes the [`Entry`] ([`entry_finish`]). On ARMv7 the whole [`Entry`]: its registers come
+/// from the hook's own frame record ([`arm_entry_registers`]), which a function the hook calls
+/// (without a tail call) cannot reach.
+#[cfg(target_arch = "arm")]
+pub type EntryStart = Entry;
+/// See the ARMv7 definition.
+#[cfg(not(target_arch = "arm"))]
+pub type EntryStart = u64;
+
+/// The [`EntryStart`] of the hook this is inlined into; its first statement. Signal-safe.
+#[inline(always)]
+pub fn entry_start() -> EntryStart {
+    #[cfg(target_arch = "arm")]
+    return entry();
+    #[cfg(not(target_arch = "arm"))]
+    return entry_return_address();
+}
+
+/// The event's [`Entry`], in the function the hook handed an event to (inlined there).
+#[inline(always)]
+pub fn entry_finish(start: EntryStart) -> Entry {
+    #[cfg(target_arch = "arm")]
+    return start;
+    #[cfg(not(target_arch = "arm"))]
+    return entry_from(start);
+}
+
 /// The [`Entry`] of an event whose hook read its return address `ra` first thing
 /// ([`entry_return_address`]) and then called the function this is inlined into: the
 /// registers are that function's, from which the unwinder passes through the hook's frame (if
