@@ -96,9 +96,14 @@ pub fn assert_go_split_ground_truth(stacks: &[(Vec<String>, u64)]) -> (u64, u64)
         get(0, "main.hotB") + get(1, "main.hotB"),
     );
     let share = crate::share(a, b);
+    // 75% within 5 points, or within 4 standard deviations of sampling noise when the run had
+    // too few samples for 5 points to be that (the emulated board: 255 samples made 81.2%, 2.3
+    // standard deviations, fail the flat band).
+    let sd = 100.0 * (0.75 * 0.25 / (a + b) as f64).sqrt();
+    let band = (4.0 * sd).max(5.0);
     assert!(
-        (70.0..=80.0).contains(&share),
-        "main.hotA's share {share:.1}% of the 3:1 loops: {known:?}"
+        (share - 75.0).abs() <= band,
+        "main.hotA's share {share:.1}% of the 3:1 loops (allowed 75 \u{b1} {band:.1}): {known:?}"
     );
     let main_goroutine = get(0, "main.hotA") + get(0, "main.hotB");
     let share = crate::share(main_goroutine, on_chains - main_goroutine);
