@@ -57,6 +57,14 @@ fn attach_and_limits() {
 }
 
 #[test]
+fn sampled_heap_is_refused_with_an_attach() {
+    assert!(run(&["--heap", "--heap-sample", "512KiB", "./a"]).is_ok());
+    assert!(run(&["--heap", "-p", "42"]).is_ok());
+    let e = run(&["--heap", "--heap-sample", "512KiB", "-p", "42"]).unwrap_err();
+    assert!(e.contains("cannot be used with -p"), "{e}");
+}
+
+#[test]
 fn events_sampled_at_every_occurrence_default_to_fp_chains() {
     let cg = |args: &[&str]| run(args).unwrap().call_graph;
     assert_eq!(cg(&["-e", "page-faults", "./a"]), CallGraph::Fp);
