@@ -43,12 +43,7 @@ impl Modules {
 /// notes the modules loaded at start.
 pub fn rescan() -> Modules {
     let me = rescan as fn() -> Modules as usize as u64;
-    let list = phdr_list::take();
-    phdr_list::resolve(list.len());
-    let own = list
-        .iter()
-        .find(|m| m.range.contains(&me))
-        .map_or(0..0, |m| m.range.clone());
+    let (list, own) = phdr_list::take_with_own(me);
     Modules { own, list }
 }
 

@@ -42,6 +42,19 @@ pub struct Entry {
     pub range: Range<u64>,
 }
 
+/// [`take`], noted for the unwinder ([`resolve`]), with the range of the module that holds
+/// `me` (an address of the interposer's own code): its frames are skipped. What both 32-bit
+/// captures (`libgcc`, `sparse`) start a rescan with.
+pub fn take_with_own(me: u64) -> (Vec<Entry>, Range<u64>) {
+    let list = take();
+    resolve(list.len());
+    let own = list
+        .iter()
+        .find(|m| m.range.contains(&me))
+        .map_or(0..0, |m| m.range.clone());
+    (list, own)
+}
+
 /// The modules loaded now, as the C library lists them (call outside any allocation).
 pub fn take() -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::new();

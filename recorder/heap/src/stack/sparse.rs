@@ -92,12 +92,7 @@ impl Modules {
 /// Takes the module list (call outside any allocation, see [`phdr_list`]).
 pub fn rescan() -> Modules {
     let me = rescan as fn() -> Modules as usize as u64;
-    let list = phdr_list::take();
-    phdr_list::resolve(list.len());
-    let own = list
-        .iter()
-        .find(|m| m.range.contains(&me))
-        .map_or(0..0, |m| m.range.clone());
+    let (list, own) = phdr_list::take_with_own(me);
     let mut exec: Vec<Range<u32>> = Vec::new();
     let mut bitmap = alloc::vec![0u64; REGIONS / 64];
     for m in &list {
