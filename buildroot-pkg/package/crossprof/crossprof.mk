@@ -31,6 +31,8 @@ CROSSPROF_RUSTFLAGS = -C link-arg=-Wl,--build-id=sha1
 ifeq ($(NORMALIZED_ARCH),arm)
 # Keep the pkg-cargo workaround that our RUSTFLAGS below replace.
 CROSSPROF_RUSTFLAGS += -C link-arg=-Wl,--allow-multiple-definition
+# The ARMv7 interposer finds its callers' registers through each hook's frame record.
+CROSSPROF_HEAP_RUSTFLAGS = -C force-frame-pointers=yes
 endif
 
 CROSSPROF_RUSTFLAGS_VAR = CARGO_TARGET_$(call UPPERCASE,$(RUSTC_TARGET_NAME))_RUSTFLAGS
@@ -56,7 +58,7 @@ define CROSSPROF_BUILD_HEAP
 	cd $(CROSSPROF_SRCDIR) && \
 	$(TARGET_MAKE_ENV) $(TARGET_CONFIGURE_OPTS) $(PKG_CARGO_ENV) \
 		$(CROSSPROF_CARGO_ENV) \
-		$(CROSSPROF_RUSTFLAGS_VAR)="$(CROSSPROF_RUSTFLAGS) -C target-feature=-crt-static" \
+		$(CROSSPROF_RUSTFLAGS_VAR)="$(CROSSPROF_RUSTFLAGS) $(CROSSPROF_HEAP_RUSTFLAGS) -C target-feature=-crt-static" \
 		cargo build --offline --locked --release \
 			--manifest-path Cargo.toml -p crossprof-heap
 endef
