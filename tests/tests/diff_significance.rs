@@ -55,6 +55,24 @@ fn marked(rows: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// The marked rows of the program's own code: the kernel's rows (interrupt exits, the
+/// scheduler) follow the machine's load, which does change between two runs of one program
+/// on a busy machine (a CI run saw `irqentry_exit_to_user_mode` fall from 99 to 20 samples
+/// of 2,284, past the diff's 3% floor, and rightly marked).
+fn marked_in_program(rows: &Value) -> Vec<String> {
+    rows.as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["significant"] == true && r["module"] != "[kernel.kallsyms]")
+        .map(|r| r["function"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// The text report's "N of M" count agrees with the JSON's marked rows.
+fn says_marked(text: &str, rows: &Value) -> bool {
+    text.contains(&format!("{} of ", marked(rows, "function").len()))
+}
+
 fn u(v: &Value, field: &str) -> u64 {
     v[field]
         .as_u64()
@@ -87,10 +105,10 @@ fn cpu_diff_marks_only_the_function_whose_work_doubled() {
     let (same, text) = diff(&a1, &a2, sr, &[]);
     show("same program", &same["functions"], &["hot_a", "hot_b"]);
     assert!(
-        marked(&same["functions"], "function").is_empty(),
+        marked_in_program(&same["functions"]).is_empty(),
         "two runs of one program: {text}"
     );
-    assert!(text.contains("0 of "), "{text}");
+    assert!(says_marked(&text, &same["functions"]), "{text}");
     assert!(text.contains("Benjamini-Hochberg"), "{text}");
     assert_eq!(
         same["statistic"].as_str().map(|s| s.contains("binomial")),
@@ -120,7 +138,7 @@ fn cpu_diff_marks_only_the_function_whose_work_doubled() {
     let (doubled, text) = diff(&a1, &b, sr, &[]);
     show("hot_a doubled", &doubled["functions"], &["hot_a", "hot_b"]);
     let rows = &doubled["functions"];
-    assert_eq!(marked(rows, "function"), ["hot_a"], "{text}");
+    assert_eq!(marked_in_program(rows), ["hot_a"], "{text}");
     let (a, bb) = (
         row(rows, "function", "hot_a"),
         row(rows, "function", "hot_b"),
@@ -137,7 +155,7 @@ fn cpu_diff_marks_only_the_function_whose_work_doubled() {
         .find(|l| l.ends_with(" hot_a"))
         .expect("hot_a line");
     assert!(hot_a_line.contains(" * "), "{hot_a_line}");
-    assert!(text.contains("1 of "), "{text}");
+    assert!(says_marked(&text, rows), "{text}");
 
     // A short recording: the few-samples warning in text and JSON, as on the HTML page.
     let short = recorded(&p, "diffsig_short", &["3", "1", "150"], &[]);
