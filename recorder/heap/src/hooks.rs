@@ -88,17 +88,22 @@ fn malloc_event(size: usize, ra: stack::EntryStart) -> *mut c_void {
 hook! {
 /// `free`.
 fn free / attached_free(p: *mut c_void) -> () {
-    if p.is_null() || real::is_boot(p) || sample::free_skipped(p as u64) {
+    // `real::free` keeps a bootstrap block from the C library (whose free ignores NULL);
+    // neither is ever a sampled block, and the event path checks the bootstrap case again.
+    if sample::free_skipped(p as u64) || p.is_null() {
         return real::free(p);
     }
     free_event(p)
 }
 }
 
-/// A `free` that is an event (apart from the hook, as [`malloc_event`]).
+/// A `free` that is an event (apart from the hook, as [`malloc_event`]); a bootstrap block is
+/// never recorded (its allocation was not).
 #[inline(never)]
 fn free_event(p: *mut c_void) {
-    record::free(p);
+    if !real::is_boot(p) {
+        record::free(p);
+    }
     real::free(p)
 }
 

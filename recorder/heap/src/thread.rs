@@ -85,28 +85,23 @@ pub fn begin_event() -> Option<(bool, u32, (usize, usize))> {
 // one register read and an add. A library `dlopen`ed by an attach may get dynamic TLS, whose
 // offset differs per thread: it never learns the offset (the initializer learns it only
 // where the launch's socket is in the environment, and the attach forgets it before any call
-// slot points here), and goes through `__tls_get_addr` as before.
+// slot points here), and goes through `__tls_get_addr` as before. x86_64 only: there a
+// thread-local access is a call to `__tls_get_addr`; AArch64's shared libraries use TLS
+// descriptors, a few instructions already (and the board tests do not run sampled mode).
 
 /// This thread's `LOCAL` minus the thread pointer, in every thread; 0: not known, ask
 /// `__tls_get_addr`.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cfg(target_arch = "x86_64")]
 static TP_OFFSET: core::sync::atomic::AtomicIsize = core::sync::atomic::AtomicIsize::new(0);
 
-/// The thread pointer: `%fs:0` (the TCB's pointer to itself) on x86_64, `tpidr_el0` on
-/// AArch64, as glibc and musl set them.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+/// The thread pointer: `%fs:0`, the TCB's pointer to itself, as glibc and musl set it.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn thread_pointer() -> isize {
     let tp: isize;
     // SAFETY: reads the thread pointer, which every thread of a glibc or musl process has.
-    #[cfg(target_arch = "x86_64")]
     unsafe {
         core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags))
-    };
-    // SAFETY: as above.
-    #[cfg(target_arch = "aarch64")]
-    unsafe {
-        core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags))
     };
     tp
 }
@@ -114,7 +109,7 @@ fn thread_pointer() -> isize {
 /// Learns where `LOCAL` lies from the thread pointer. Only from the load-time initializer of
 /// a library loaded with the program (static TLS, see above).
 pub fn learn_static_tls() {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(target_arch = "x86_64")]
     LOCAL.with(|t| {
         let off = t as *const Local as isize - thread_pointer();
         TP_OFFSET.store(off, core::sync::atomic::Ordering::Relaxed);
@@ -123,14 +118,14 @@ pub fn learn_static_tls() {
 
 /// Forgets it: this library was `dlopen`ed, its thread-locals may be dynamic.
 pub fn forget_static_tls() {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(target_arch = "x86_64")]
     TP_OFFSET.store(0, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// Runs `f` on this thread's `LOCAL`, without `__tls_get_addr` where the offset is known.
 #[inline(always)]
 fn with_local<R>(f: impl FnOnce(&Local) -> R) -> R {
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[cfg(target_arch = "x86_64")]
     {
         let off = TP_OFFSET.load(core::sync::atomic::Ordering::Relaxed);
         if off != 0 {
@@ -148,6 +143,28 @@ fn with_local<R>(f: impl FnOnce(&Local) -> R) -> R {
 /// neither count nor consume a point (a point they took would be recorded by no one).
 #[inline(always)]
 pub fn sampled(size: usize, mean: u64) -> bool {
+    // The common case inline, with the thread pointer: no point covered. Everything else
+    // (`__tls_get_addr`, the interposer's own calls, drawing a point) out of line, so that
+    // the hooks' common path needs no stack frame.
+    #[cfg(target_arch = "x86_64")]
+    {
+        let off = TP_OFFSET.load(core::sync::atomic::Ordering::Relaxed);
+        if off != 0 {
+            // SAFETY: as in `with_local`.
+            let t = unsafe { &*((thread_pointer() + off) as *const Local) };
+            let left = t.until.get();
+            if t.pass.get() == 0 && left > size as u64 {
+                t.until.set(left - size as u64);
+                return false;
+            }
+        }
+    }
+    sampled_slow(size, mean)
+}
+
+/// [`sampled`] in full.
+#[inline(never)]
+fn sampled_slow(size: usize, mean: u64) -> bool {
     with_local(|t| {
         if t.pass.get() != 0 {
             return false;
