@@ -148,7 +148,6 @@ fn stripped_python_interpreter_is_grouped_by_function_as_perf_sees_it() {
     let ranges = fde_ranges(&p.board);
     assert!(ranges.len() > 1000, "{} FDEs", ranges.len());
     let segments = load_segments(&p.board);
-    let module = p.board.to_str().expect("utf-8");
     let base = p.board.file_name().and_then(|n| n.to_str()).expect("name");
     // Code an FDE covers is named by the FDE's start; code outside every FDE (`.init`, whose
     // first instruction a page fault may be charged to) by its own address.
@@ -157,7 +156,40 @@ fn stripped_python_interpreter_is_grouped_by_function_as_perf_sees_it() {
         Some(format!("{base}+{:#x}", file_offset(&segments, start)?))
     };
 
-    let Pair { report, perf, .. } = perf_compare::record_pair(&p, "python-stripped");
+    // Shares of two recordings (rec's and perf's, made one after the other) differ by
+    // sampling noise and by what the machine does meanwhile: as in `perf_compare::check`, a
+    // first miss records both again, and the second must hold.
+    let first = compare_stripped_python(&p, "python-stripped", &segments, &name_of);
+    if first.0 <= perf_compare::TOLERANCE && first.1 <= perf_compare::TOLERANCE {
+        return;
+    }
+    eprintln!(
+        "python: {:.1} and {:.1} points apart; recording both again",
+        first.0, first.1
+    );
+    let (fde, named, tables) =
+        compare_stripped_python(&p, "python-stripped-2", &segments, &name_of);
+    assert!(
+        fde <= perf_compare::TOLERANCE && named <= perf_compare::TOLERANCE,
+        "self shares differ from perf's by {fde:.1} (by FDE) and {named:.1} (named) points, \
+         after {:.1} and {:.1} the first time:\n{tables}",
+        first.0,
+        first.1
+    );
+}
+
+/// One recording of the stripped interpreter by rec and by perf (`tag`), its structure
+/// checked; the worst self-share gap to perf's among the functions named by FDE and among
+/// perf's top named functions, and the tables, for [`stripped_python_interpreter_is_grouped_by_function_as_perf_sees_it`].
+fn compare_stripped_python(
+    p: &realworld::RealProgram,
+    tag: &str,
+    segments: &[(u64, u64, u64)],
+    name_of: &dyn Fn(u64) -> Option<String>,
+) -> (f64, f64, String) {
+    let module = p.board.to_str().expect("utf-8");
+    let base = p.board.file_name().and_then(|n| n.to_str()).expect("name");
+    let Pair { report, perf, .. } = perf_compare::record_pair(p, tag);
     let samples = report["cpu"]["samples"].as_u64().expect("samples");
     let reference = perf_compare::profile(&perf);
     assert!(
@@ -174,7 +206,7 @@ fn stripped_python_interpreter_is_grouped_by_function_as_perf_sees_it() {
         if let Some(offset) = name.strip_prefix(&format!("{base}+0x")) {
             let expected = u64::from_str_radix(offset, 16)
                 .ok()
-                .and_then(|o| address(&segments, o))
+                .and_then(|o| address(segments, o))
                 .and_then(name_of);
             assert_eq!(
                 expected.as_deref(),
@@ -198,7 +230,7 @@ fn stripped_python_interpreter_is_grouped_by_function_as_perf_sees_it() {
             continue;
         };
         if leaf.name == "[unknown]" && leaf.dso == module {
-            let name = address(&segments, leaf.ip)
+            let name = address(segments, leaf.ip)
                 .and_then(name_of)
                 .unwrap_or_else(|| panic!("perf's sample at {:#x} is in no segment", leaf.ip));
             *theirs.entry(name).or_default() += 1;
@@ -226,11 +258,6 @@ fn stripped_python_interpreter_is_grouped_by_function_as_perf_sees_it() {
         "only {} such functions compared",
         table.len()
     );
-    assert!(
-        worst <= perf_compare::TOLERANCE,
-        "self shares by FDE differ from perf's by {worst:.1} points:\n  {}",
-        table.join("\n  ")
-    );
 
     // The functions perf names: its top 10 by self samples.
     let named = perf_compare::shares(&report, &reference, false);
@@ -239,10 +266,10 @@ fn stripped_python_interpreter_is_grouped_by_function_as_perf_sees_it() {
         named.worst,
         named.rows.join("\n  ")
     );
-    assert!(
-        named.worst <= perf_compare::TOLERANCE,
-        "self shares differ from perf's by {:.1} points:\n  {}",
-        named.worst,
+    let tables = format!(
+        "  by FDE, perf% hostside%\n  {}\n  named\n  {}",
+        table.join("\n  "),
         named.rows.join("\n  ")
     );
+    (worst, named.worst, tables)
 }
