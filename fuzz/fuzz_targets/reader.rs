@@ -1,7 +1,8 @@
 //! Any bytes as a recording. The reader never panics or loops, a prefix never yields more
 //! records than the whole (frames are all-or-nothing), and what it reads survives a round trip:
 //! written again by the frame writer and read back, the records are the same ones (heap block
-//! handles aside, which the writer hands out anew), followed by the writer's End, and the copy
+//! handles aside, which the writer hands out anew, and records of unknown kind, which it does
+//! not write), followed by the writer's End, and the copy
 //! is complete and undamaged. [`Reader::next_item`] reads the same records as
 //! [`Reader::next_record`]. The metadata and the bulk parts ([`Part`]) never panic either;
 //! of an undamaged file, the bulk part reads the bulk records of the whole stream (with or
@@ -143,7 +144,12 @@ fuzz_target!(|input: &[u8]| {
     );
     assert_eq!(again.last(), Some(&Record::End(End::default())));
     again.pop();
-    let a: Vec<Record> = records.iter().map(comparable).collect();
+    // The writer drops records of unknown kind: their payloads were not kept.
+    let a: Vec<Record> = records
+        .iter()
+        .filter(|r| !matches!(r, Record::Unknown(_)))
+        .map(comparable)
+        .collect();
     let b: Vec<Record> = again.iter().map(comparable).collect();
     assert_eq!(a, b);
 });

@@ -183,13 +183,16 @@ impl<S: Sink> FrameWriter<S> {
     /// Buffers one record; closes a frame early when the buffer passes [`SOFT_FRAME_LIMIT`].
     /// Heap events (`Alloc`/`Free`) go through [`FrameWriter::heap_alloc`] and
     /// [`FrameWriter::heap_free`]: readers give them back one by one, in the same order, with
-    /// block handles in place of addresses.
+    /// block handles in place of addresses. A [`Record::Unknown`] is not written: it kept its
+    /// tag but not its payload, and a tag with an empty payload is damage when the tag is one
+    /// this version knows (a heap batch's carry start reads back as `Unknown(HEAP_EVENTS)`).
     pub fn push(&mut self, record: &Record) -> io::Result<()> {
         match record {
             Record::Alloc(a) => {
                 return self.heap_alloc(a.pid, a.tid, a.time, a.addr, a.size, a.stack)
             }
             Record::Free(f) => return self.heap_free(f.pid, f.tid, f.time, f.addr),
+            Record::Unknown(_) => return Ok(()),
             _ => {}
         }
         self.write_batch();
