@@ -8,7 +8,8 @@
 //! temporary in two_temporary, 200 leaked in two_leak, 51 in two_grow), nothing of phases 1
 //! and 3, and phase 1's 300 blocks freed in phase 2 as frees of unknown blocks, counted apart.
 //! On x86_64 heaptrack attached the same way (`heaptrack -p`, through gdb) counts the same
-//! phase 2 sites.
+//! phase 2 sites. Each platform also attaches sampled (`--heap-sample 1KiB`): the estimate
+//! of phase 2 within 4 standard errors, nothing else recorded.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -62,6 +63,63 @@ fn assert_phase_two(report: &Value, what: &str) {
         Some(300),
         "{what}: phase 1's blocks freed after the attach"
     );
+}
+
+/// Mean bytes between samples of the sampled attach: about 90 of phase 2's 1,251
+/// allocations (91,616 bytes) are recorded.
+const SAMPLE_MEAN: u64 = 1024;
+
+/// Phase 2's allocation sizes (a realloc counts at its new size, as the interposer samples).
+fn phase_two_sizes() -> Vec<u64> {
+    let mut sizes = vec![64; 1000];
+    sizes.extend([32; 200]);
+    sizes.extend((1..=51).map(|i| 16 * i));
+    sizes
+}
+
+/// The report of a sampled attach (`--heap-sample 1KiB`) estimates phase 2 and holds nothing
+/// else: the rate reached the attached interposer (the header's rate, fewer samples than
+/// allocations), the estimated allocations lie within 4 standard errors of the 1,251 made
+/// (the error at the truth: `sqrt(sum (1-p)/p)` over the sizes), and only phase 2's sites
+/// appear. Phase 1's blocks freed after the attach are not seen at all (only frees of
+/// sampled blocks are recorded).
+fn assert_sampled_phase_two(report: &Value, what: &str) {
+    let heap = &report["heap"];
+    assert_eq!(
+        number(&heap["sampled"], "mean_bytes"),
+        SAMPLE_MEAN,
+        "{what}"
+    );
+    let samples = number(&heap["sampled"], "samples");
+    let sizes = phase_two_sizes();
+    assert!(
+        samples > 0 && samples < sizes.len() as u64 / 4,
+        "{what}: {samples} samples of {} allocations",
+        sizes.len()
+    );
+    let p = |s: u64| -(-(s as f64) / SAMPLE_MEAN as f64).exp_m1();
+    let se: f64 = sizes
+        .iter()
+        .map(|&s| (1.0 - p(s)) / p(s))
+        .sum::<f64>()
+        .sqrt();
+    let estimate = heap["allocations"].as_f64().expect("allocations");
+    let truth = sizes.len() as f64;
+    assert!(
+        (estimate - truth).abs() <= 4.0 * se,
+        "{what}: {estimate} allocations estimated, {truth} made (standard error {se:.0})"
+    );
+    let sites = by_function(report);
+    assert!(
+        sites
+            .keys()
+            .all(|f| PHASE_TWO.iter().any(|(two, _)| two == f)),
+        "{what}: a site outside phase 2: {sites:?}"
+    );
+    let unknown = report["diagnostics"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["kind"] == "heap-unknown-frees"));
+    assert!(unknown.is_none(), "{what}: {unknown:?}");
 }
 
 /// Runs the driver on x86_64 with `tool` attaching; its combined output.
@@ -138,6 +196,29 @@ fn attached_during_phase_two_on_x86_64_like_heaptrack() {
     let report = heap_report(&out, &program.sysroot, &[]);
     assert_phase_two(&report, "x86_64");
 
+    // Sampled: the rate goes to the attached interposer with the socket.
+    let sampled = scratch().join(tag).join("s.zst");
+    let mean = SAMPLE_MEAN.to_string();
+    drive(
+        &driver.board,
+        &program.board,
+        "attached to",
+        "stop",
+        &[
+            rec.to_str().unwrap(),
+            "--heap",
+            "--heap-sample",
+            &mean,
+            "--no-cpu",
+            "--out",
+            sampled.to_str().unwrap(),
+        ],
+    );
+    assert_sampled_phase_two(
+        &heap_report(&sampled, &program.sysroot, &[]),
+        "x86_64 sampled",
+    );
+
     // heaptrack attached the same way: through gdb, until the program ends (a SIGINT would
     // kill its interpreter before the data is written), so phase 3 is in it too, at sites
     // of its own. heaptrack names functions on the machine that records, from the binary
@@ -192,12 +273,21 @@ fn on_board(board: Board, tag: &str) {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let run = boot(board, tag, files, &[job]);
-    let log = String::from_utf8_lossy(run.file("job0.log")).into_owned();
-    assert!(log.contains("result ok"), "{log}");
-    run.assert_ok(1);
+    // The same attach, sampled: the rate is passed in a register of the board's width.
+    let mean = SAMPLE_MEAN.to_string();
+    let mut sampled = job.clone();
+    sampled.truncate(sampled.len() - 2);
+    sampled.extend(["--heap-sample", &mean, "--out", "/out/s.zst"].map(String::from));
+    let run = boot(board, tag, files, &[job, sampled]);
+    for log in ["job0.log", "job1.log"] {
+        let log = String::from_utf8_lossy(run.file(log)).into_owned();
+        assert!(log.contains("result ok"), "{log}");
+    }
+    run.assert_ok(2);
     let report = heap_report(&run.save("h.zst", tag), &sysroot.dir, &[]);
     assert_phase_two(&report, tag);
+    let report = heap_report(&run.save("s.zst", tag), &sysroot.dir, &[]);
+    assert_sampled_phase_two(&report, &format!("{tag} sampled"));
 }
 
 #[test]

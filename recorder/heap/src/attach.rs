@@ -33,16 +33,25 @@ pub fn setting(name: &str) -> Option<&'static [u8]> {
 }
 
 /// Starts recording in a process this library was `dlopen`ed into: `socket` is rec's socket
-/// name (NUL-terminated), `rec_pid` rec's pid. Returns the number of call slots redirected,
-/// or -1 when the ring could not be connected (nothing is redirected then).
+/// name (NUL-terminated), `rec_pid` rec's pid, `sample_mean` the mean bytes between sampled
+/// allocations of `--heap-sample` (0: every allocation), which a launch would have put in
+/// the environment. Returns the number of call slots redirected, or -1 when the ring could
+/// not be connected (nothing is redirected then).
 ///
 /// # Safety
 /// `socket` must be a NUL-terminated string. Called once, by rec, through ptrace.
 #[no_mangle]
-pub unsafe extern "C" fn crossprof_heap_attach(socket: *const c_char, rec_pid: u32) -> i64 {
+pub unsafe extern "C" fn crossprof_heap_attach(
+    socket: *const c_char,
+    rec_pid: u32,
+    sample_mean: usize,
+) -> i64 {
     if socket.is_null() || SOCKET_LEN.load(Ordering::Acquire) != 0 {
         return -1;
     }
+    // Before any slot points at the hooks, so that every call is decided with the rate the
+    // recording's header states.
+    crate::sample::set_mean(sample_mean as u64);
     // Loaded by dlopen: its thread-locals may be dynamic (never learnt at load; made sure).
     crate::thread::forget_static_tls();
     // SAFETY: the caller passes a NUL-terminated string.

@@ -72,8 +72,8 @@ Options:
                         now until SIGINT, --duration or its exit; it runs on afterwards
       --heap-sample BYTES  with --heap: record a sample of the allocations, one per BYTES
                         allocated on average (e.g. 512KiB); reports show estimates with
-                        standard errors, at a fraction of --heap's cost (a launched
-                        COMMAND only, not -p)
+                        standard errors, at a fraction of --heap's cost (a few
+                        percent); with a COMMAND or -p
       --heap-max-live BLOCKS
                         with --heap: the most live blocks rec keeps track of itself
                         [default: 196608, 4 MiB]; past it rec hands blocks to the file
@@ -400,12 +400,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, String>
         );
     }
     crate::heap::sample::check(heap, heap_sample)?;
-    if heap_sample.is_some() && matches!(target, Target::Attach(_)) {
-        // The attached interposer is told the socket and rec's pid only: it would record
-        // every allocation while the header said they were sampled, and every estimate
-        // would be inflated by the sampling weights.
-        return Err("--heap-sample cannot be used with -p yet: an attached process records every allocation; leave out --heap-sample".into());
-    }
     if !heap && !cpu && !off_cpu && !syscalls {
         return Err(
             "--no-cpu leaves nothing to record: add --heap, --off-cpu or -e syscalls".into(),

@@ -57,11 +57,11 @@ fn attach_and_limits() {
 }
 
 #[test]
-fn sampled_heap_is_refused_with_an_attach() {
+fn sampled_heap_goes_with_a_launch_and_an_attach() {
     assert!(run(&["--heap", "--heap-sample", "512KiB", "./a"]).is_ok());
     assert!(run(&["--heap", "-p", "42"]).is_ok());
-    let e = run(&["--heap", "--heap-sample", "512KiB", "-p", "42"]).unwrap_err();
-    assert!(e.contains("cannot be used with -p"), "{e}");
+    let o = run(&["--heap", "--heap-sample", "512KiB", "-p", "42"]).unwrap();
+    assert_eq!(o.heap_sample, Some(512 * 1024));
 }
 
 #[test]

@@ -51,6 +51,13 @@ fn read_mean() -> u64 {
     m
 }
 
+/// Sets the mean bytes between samples (0: every allocation) where there is no environment
+/// to read it from: an attach (`rec --heap -p PID --heap-sample BYTES`). Called before any
+/// call slot points at the hooks.
+pub fn set_mean(m: u64) {
+    MEAN.store(m, Ordering::Relaxed);
+}
+
 /// The next gap between sampling points, in bytes (at least 1), drawn with `rng`
 /// (xorshift64* state, not 0).
 pub fn draw_gap(rng: &mut u64, mean: u64) -> u64 {

@@ -8,7 +8,9 @@
 //! process runs on without recording.
 //!
 //! Blocks allocated before the attach and freed after it are frees of unknown blocks, which
-//! the host counts apart (as it does for a `--from` window). Where attaching is impossible (a
+//! the host counts apart (as it does for a `--from` window); in sampled mode (`--heap-sample`,
+//! the rate passed to the interposer with the socket) only frees of sampled blocks are
+//! recorded, so those frees are not seen at all. Where attaching is impossible (a
 //! static program, no glibc, ptrace refused) rec exits 2 saying why.
 
 use std::path::{Path, PathBuf};
@@ -100,9 +102,18 @@ fn is_libc(name: &str) -> bool {
     name.starts_with("libc.so") || (name.starts_with("libc-") && name.ends_with(".so"))
 }
 
-/// Loads the interposer `lib` into `pid` and starts its recording to `socket`.
-pub fn inject(pid: u32, lib: &Path, socket: &str) -> Result<Injected, RecError> {
+/// Loads the interposer `lib` into `pid` and starts its recording to `socket`, of every
+/// allocation or, with `sample`, of a sample with that mean bytes between samples.
+pub fn inject(
+    pid: u32,
+    lib: &Path,
+    socket: &str,
+    sample: Option<u64>,
+) -> Result<Injected, RecError> {
     let fail = |why: String| RecError::HeapAttach(pid, why);
+    // Passed in a register of the process's own width.
+    let mean = usize::try_from(sample.unwrap_or(0))
+        .map_err(|_| fail("--heap-sample is above what this board's registers hold".into()))?;
     let libc = Module::find(pid, is_libc).ok_or_else(|| {
         fail("no glibc C library is mapped in it (only dynamically linked glibc programs can be attached to)".into())
     })?;
@@ -134,7 +145,7 @@ pub fn inject(pid: u32, lib: &Path, socket: &str) -> Result<Injected, RecError> 
     let slots = caller
         .call(
             attach,
-            &[u64::MAX, std::process::id().into()],
+            &[u64::MAX, std::process::id().into(), mean as u64],
             &[socket.as_bytes()],
         )
         .map_err(|e| fail(format!("starting the heap library inside it: {e}")))?;

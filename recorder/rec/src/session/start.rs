@@ -54,7 +54,12 @@ pub(super) fn start(opts: &Options) -> Result<Live, RecError> {
             signals::install(None);
             enable(&events, &mut out);
             if let Some((h, lib)) = heap.as_ref() {
-                injected = Some(heap::attach::inject(*pid, lib, h.socket_name())?);
+                injected = Some(heap::attach::inject(
+                    *pid,
+                    lib,
+                    h.socket_name(),
+                    opts.heap_sample,
+                )?);
             }
         }
         (Target::Launch(_), Some(c)) => {
