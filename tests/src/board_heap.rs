@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::boards::{debian_libc, Board, Files};
+use crate::boards::{add_libraries, debian_libc, symlink, Board, Files};
 use crate::realworld::{build, RealProgram};
 use crate::root;
 
@@ -42,13 +42,6 @@ pub struct RealCase {
     pub sysroot: PathBuf,
 }
 
-/// A symbolic link at `link` (its directories made) to `target`.
-pub fn symlink(target: &Path, link: &Path) {
-    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
-    std::os::unix::fs::symlink(target, link)
-        .unwrap_or_else(|e| panic!("{} -> {}: {e}", link.display(), target.display()));
-}
-
 /// The board files of `name` built as `variant` (at `/NAME`, so that `./NAME` runs it from
 /// `/`, the jobs' working directory, with its libraries from Debian's C library and its
 /// input in `/`) and its debug sysroot under `dir`.
@@ -67,20 +60,7 @@ pub fn prepare_real(
     symlink(&p.unstripped, &sysroot.join(name));
     symlink(&libc.join("usr/lib/debug"), &sysroot.join("usr/lib/debug"));
     files.push((guest, std::fs::read(&p.board).unwrap(), 0o755));
-    for (guest, cross) in &p.libs {
-        let debian = libc.join(guest.trim_start_matches('/'));
-        let host = if debian.exists() {
-            std::fs::canonicalize(&debian).unwrap()
-        } else {
-            cross.clone()
-        };
-        if let Some(f) = files.iter_mut().find(|(g, _, _)| g == guest) {
-            f.1 = std::fs::read(&host).unwrap();
-        } else {
-            files.push((guest.clone(), std::fs::read(&host).unwrap(), 0o755));
-        }
-        symlink(&host, &sysroot.join(guest.trim_start_matches('/')));
-    }
+    add_libraries(board, &p.libs, &sysroot, files);
     for input in &p.board_inputs {
         let data = std::fs::read(p.workdir.join(input)).unwrap();
         files.push((format!("/{input}"), data, 0o644));

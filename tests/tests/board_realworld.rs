@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crossprof_tests::boards::{boot, debian_libc, Board, Files};
+use crossprof_tests::boards::{add_libraries, boot, debian_libc, symlink, Board, Files};
 use crossprof_tests::realworld::{build, RealProgram, BOARD_PROGRAMS, LINKERS};
 use crossprof_tests::*;
 use serde_json::Value;
@@ -43,12 +43,6 @@ struct Case {
     out: String,
 }
 
-fn symlink(target: &Path, link: &Path) {
-    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
-    std::os::unix::fs::symlink(target, link)
-        .unwrap_or_else(|e| panic!("{} -> {}: {e}", link.display(), target.display()));
-}
-
 /// The board files of `p`, linked by `linker` (program, the shared libraries it loads, from
 /// Debian's C library where that has them, and its workload inputs in `/`, the jobs' working
 /// directory) and its debug sysroot under `dir`.
@@ -68,18 +62,7 @@ fn prepare(board: Board, p: RealProgram, linker: &str, dir: &Path, files: &mut F
     symlink(&p.unstripped, &sysroot.join(guest.trim_start_matches('/')));
     symlink(&libc.join("usr/lib/debug"), &sysroot.join("usr/lib/debug"));
     files.push((guest.clone(), std::fs::read(&p.board).unwrap(), 0o755));
-    for (guest, cross) in &p.libs {
-        let debian = libc.join(guest.trim_start_matches('/'));
-        let host = if debian.exists() {
-            std::fs::canonicalize(&debian).unwrap()
-        } else {
-            cross.clone()
-        };
-        if !files.iter().any(|(g, _, _)| g == guest) {
-            files.push((guest.clone(), std::fs::read(&host).unwrap(), 0o755));
-        }
-        symlink(&host, &sysroot.join(guest.trim_start_matches('/')));
-    }
+    add_libraries(board, &p.libs, &sysroot, files);
     for input in &p.board_inputs {
         if !files.iter().any(|(g, _, _)| *g == format!("/{input}")) {
             let data = std::fs::read(p.workdir.join(input)).unwrap();

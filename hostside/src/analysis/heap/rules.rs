@@ -173,7 +173,11 @@ mod tests {
         h.alloc(0x10, b(8, 1));
         h.alloc(0x20, b(16, 1));
         h.alloc(0x30, b(8, 1));
-        assert_eq!(temp(&mut h, 0x10), Some(true), "same info as the last allocation");
+        assert_eq!(
+            temp(&mut h, 0x10),
+            Some(true),
+            "same info as the last allocation"
+        );
         assert_eq!(h.infos.len(), 2);
     }
 
