@@ -122,19 +122,30 @@ pub fn forget_static_tls() {
     TP_OFFSET.store(0, core::sync::atomic::Ordering::Relaxed);
 }
 
-/// Runs `f` on this thread's `LOCAL`, without `__tls_get_addr` where the offset is known.
+/// This thread's `LOCAL` found from the thread pointer, when the offset is known (static
+/// TLS, x86_64); `None`: ask `__tls_get_addr` (`LOCAL.with`).
 #[inline(always)]
-fn with_local<R>(f: impl FnOnce(&Local) -> R) -> R {
+fn static_local() -> Option<&'static Local> {
     #[cfg(target_arch = "x86_64")]
     {
         let off = TP_OFFSET.load(core::sync::atomic::Ordering::Relaxed);
         if off != 0 {
             // SAFETY: static TLS: this thread's LOCAL lies at the thread pointer plus the
-            // offset learnt in the initializer; only this thread touches it (Cells).
-            return f(unsafe { &*((thread_pointer() + off) as *const Local) });
+            // offset learnt in the initializer, for as long as the thread lives (the
+            // reference never leaves it); only this thread touches it (Cells).
+            return Some(unsafe { &*((thread_pointer() + off) as *const Local) });
         }
     }
-    LOCAL.with(f)
+    None
+}
+
+/// Runs `f` on this thread's `LOCAL`, without `__tls_get_addr` where the offset is known.
+#[inline(always)]
+fn with_local<R>(f: impl FnOnce(&Local) -> R) -> R {
+    match static_local() {
+        Some(t) => f(t),
+        None => LOCAL.with(f),
+    }
 }
 
 /// Sampled mode: counts `size` more bytes allocated on this thread and says whether they
@@ -146,17 +157,11 @@ pub fn sampled(size: usize, mean: u64) -> bool {
     // The common case inline, with the thread pointer: no point covered. Everything else
     // (`__tls_get_addr`, the interposer's own calls, drawing a point) out of line, so that
     // the hooks' common path needs no stack frame.
-    #[cfg(target_arch = "x86_64")]
-    {
-        let off = TP_OFFSET.load(core::sync::atomic::Ordering::Relaxed);
-        if off != 0 {
-            // SAFETY: as in `with_local`.
-            let t = unsafe { &*((thread_pointer() + off) as *const Local) };
-            let left = t.until.get();
-            if t.pass.get() == 0 && left > size as u64 {
-                t.until.set(left - size as u64);
-                return false;
-            }
+    if let Some(t) = static_local() {
+        let left = t.until.get();
+        if t.pass.get() == 0 && left > size as u64 {
+            t.until.set(left - size as u64);
+            return false;
         }
     }
     sampled_slow(size, mean)
