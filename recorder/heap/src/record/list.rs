@@ -18,6 +18,7 @@ pub(super) fn install_modules(st: &mut State, m: Modules) -> Option<Modules> {
     OWN_START.store(m.own.start, Ordering::Relaxed);
     OWN_END.store(m.own.end, Ordering::Relaxed);
     st.memo.invalidate();
+    st.scratch.invalidate();
     st.modules.replace(m)
 }
 

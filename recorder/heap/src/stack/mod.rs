@@ -56,6 +56,8 @@ pub use sparse::{rescan, Modules};
 pub mod find;
 pub mod memo;
 pub mod modules;
+#[cfg(any(target_arch = "arm", test))]
+pub mod sparse_memo;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub mod splice;
 
@@ -294,6 +296,9 @@ pub struct Scratch {
     /// ARMv7: the last sparse chain interned, its length and id (0: none).
     #[cfg(target_arch = "arm")]
     last: ([u64; IPS], usize, u64),
+    /// ARMv7: the chains met before, by entry registers.
+    #[cfg(target_arch = "arm")]
+    chains: sparse_memo::SparseMemo,
     again: [u64; MAX_FRAMES],
     reads: Reads,
     reads_again: Reads,
@@ -306,6 +311,8 @@ impl Scratch {
             ips: [0; IPS],
             #[cfg(target_arch = "arm")]
             last: ([0; IPS], 0, 0),
+            #[cfg(target_arch = "arm")]
+            chains: sparse_memo::SparseMemo::new(),
             again: [0; MAX_FRAMES],
             reads: Reads::new(),
             reads_again: Reads::new(),
@@ -319,6 +326,7 @@ impl Scratch {
         #[cfg(target_arch = "arm")]
         {
             self.last.2 = 0;
+            self.chains.invalidate();
         }
     }
 }
@@ -436,28 +444,42 @@ pub fn stack_id(
 }
 
 /// ARMv7: the trace-tree id of the sparse stack of the hook entered at `at`
-/// ([`sparse::capture`]; no memo, no unwind, no module met that is not known; the last
-/// chain interned is remembered, see [`Scratch::invalidate`]). Call with the interposer's
-/// lock held.
+/// ([`sparse::capture`]; no unwind, no module met that is not known). From the
+/// [`sparse_memo`] when the words the last chain from the same registers kept are unchanged
+/// (no scan); the last chain interned is remembered too, see [`Scratch::invalidate`]. Counts
+/// in `memo`'s statistics. Call with the interposer's lock held.
 #[cfg(target_arch = "arm")]
 pub fn stack_id(
     at: Entry,
     m: &mut Modules,
-    _memo: &mut Memo,
+    memo: &mut Memo,
     s: &mut Scratch,
     bounds: (usize, usize),
     intern: impl FnOnce(&[u64]) -> Result<u64, InternFailed>,
 ) -> Result<(u64, Option<u64>), InternFailed> {
+    // The chain depends on r7 and r11 only where they point into the stack (see
+    // `sparse::capture`): elsewhere they hold data, which would only split the memo's keys.
+    let key = sparse::chain_registers(at.regs, bounds);
+    if let Some((id, _)) = s.chains.lookup(&key, bounds) {
+        memo.stats.hits += 1;
+        return Ok((id, None));
+    }
+    memo.stats.misses += 1;
     let n = sparse::capture(m, &mut s.ips, bounds, at.regs);
     // An allocation loop meets the same chain again and again: one comparison instead of a
     // trace-tree look-up per entry.
     let (last, last_n, last_id) = &mut s.last;
-    if *last_id != 0 && *last_n == n && last[..n] == s.ips[..n] {
-        return Ok((*last_id, None));
+    let id = if *last_id != 0 && *last_n == n && last[..n] == s.ips[..n] {
+        *last_id
+    } else {
+        let id = intern(&s.ips[..n])?;
+        last[..n].copy_from_slice(&s.ips[..n]);
+        (*last_n, *last_id) = (n, id);
+        id
+    };
+    if !s.chains.store(&key, bounds, &s.ips[..n], id) {
+        memo.stats.unstorable += 1;
     }
-    let id = intern(&s.ips[..n])?;
-    last[..n].copy_from_slice(&s.ips[..n]);
-    (*last_n, *last_id) = (n, id);
     Ok((id, None))
 }
 

@@ -15,13 +15,15 @@
 //! frames of return-address stacks. Any other word (saved data registers, locals) reads as unknown on the host,
 //! which can stop an unwind but never make one up (see `crossprof_heap_wire::sparse`).
 //!
-//! Cost per event: one pass over the used stack, at most [`MAX_SCAN_BYTES`], one load and a
-//! bit test of a 8 KiB bitmap (one bit per 64 KiB of the address space that overlaps an
-//! executable segment) per word, and an exact range check and a look at the instruction
-//! before for the few candidates; then, unless the chain is the last one met again (see
-//! `super::stack_id`), the kept words are interned in the trace tree like return addresses. No unwinder, no loader
-//! call, no lock: signal-safe. The unwinder of the C runtime (`_Unwind_Backtrace`) is no
-//! longer called inside `malloc` on ARMv7.
+//! Cost per event: most events are answered by the chain memo (`super::sparse_memo`): one
+//! load and compare per word the last chain from the same registers kept. Otherwise one pass
+//! over the used stack, at most [`MAX_SCAN_BYTES`], one load and a bit test of a 8 KiB bitmap
+//! (one bit per 64 KiB of the address space that overlaps an executable segment) per word,
+//! and an exact range check and a look at the instruction before for the few candidates;
+//! then, unless the chain is the last one met again (see `super::stack_id`), the kept words
+//! are interned in the trace tree like return addresses. No unwinder, no loader call, no
+//! lock: signal-safe. The unwinder of the C runtime (`_Unwind_Backtrace`) is no longer called
+//! inside `malloc` on ARMv7.
 
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -111,6 +113,21 @@ pub fn rescan() -> Modules {
     }
     exec.sort_by_key(|r| r.start);
     Modules { own, exec, bitmap }
+}
+
+/// The registers as the chain of a hook entered with `regs` (lr, sp, r7, r11) depends on
+/// them: r7 and r11 as 0 where they do not point into the stack above sp (see [`capture`]).
+/// The key of the chain memo (`super::sparse_memo`). Signal-safe.
+pub fn chain_registers(regs: [u64; 4], bounds: (usize, usize)) -> [u64; 4] {
+    let [lr, sp, r7, r11] = regs;
+    let inside = |r: u64| {
+        if r >= sp && r < bounds.1 as u64 {
+            r
+        } else {
+            0
+        }
+    };
+    [lr, sp, inside(r7), inside(r11)]
 }
 
 /// Writes the sparse stack of a hook entered with `regs` (the caller's lr, sp, r7 and r11,
