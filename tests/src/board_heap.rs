@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::boards::{add_libraries, debian_libc, symlink, Board, Files};
+use crate::board_files::{add_libraries, symlink};
+use crate::boards::{debian_libc, Board, Files};
 use crate::realworld::{build, RealProgram};
 use crate::root;
 

@@ -6,6 +6,7 @@
 //! `rec` and the host-profile `hostside`. Their paths come from `CROSSPROF_REC` and
 //! `CROSSPROF_HOSTSIDE`, or the default build locations.
 
+pub mod board_files;
 pub mod board_heap;
 pub mod boards;
 pub mod consumers;

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crossprof_tests::board_files::symlink;
 use crossprof_tests::board_heap::{interposer_files, prepare_real, RealCase as Case};
-use crossprof_tests::boards::symlink;
 use crossprof_tests::boards::{boot, debian_libc, Board};
 use crossprof_tests::heaptrack::{basename, heaptrack_in, loaded_modules, HtSite};
 use crossprof_tests::realworld::build;

@@ -18,7 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crossprof_tests::boards::{add_libraries, boot, debian_libc, symlink, Board, Files};
+use crossprof_tests::board_files::{add_libraries, symlink};
+use crossprof_tests::boards::{boot, debian_libc, Board, Files};
 use crossprof_tests::realworld::{build, RealProgram, BOARD_PROGRAMS, LINKERS};
 use crossprof_tests::*;
 use serde_json::Value;
