@@ -37,6 +37,14 @@ use super::phdr_list;
 /// host (counted as cut short).
 pub const MAX_SCAN_BYTES: usize = 32 * 1024;
 
+/// How far below a saved return address a saved frame pointer can lie: a prologue pushes
+/// the callee-saved registers with lr last (`push {r4-r11, lr}`), so a saved r7 is at most 5
+/// words below the saved lr, and a saved r11 right below it. A word that points into the
+/// stack is kept only within this span below a kept return address: the others are pointers
+/// to locals, which no unwind reads and which made chains that are the same look different
+/// (half the entries of a Lua chain).
+const SAVED_SPAN: usize = 20;
+
 /// 64 KiB regions of the 32-bit address space, one bit each.
 const REGIONS: usize = 1 << 16;
 
@@ -172,24 +180,41 @@ pub fn capture(m: &Modules, out: &mut [u64], bounds: (usize, usize), regs: [u64;
     let mut n = 2;
     let end = top.min(sp + MAX_SCAN_BYTES);
     let room = out.len() - 1;
+    // Stack-address words seen in the last SAVED_SPAN bytes, waiting for a return address
+    // above them (see SAVED_SPAN): (slot, entry), rising.
+    let mut pending = [(0usize, 0u64); SAVED_SPAN / 4 + 1];
+    let mut waiting = 0;
     let mut at = sp;
     while at + 4 <= end {
         // SAFETY: `at` is 4-aligned and inside this thread's stack, [sp, end).
         let w = unsafe { core::ptr::read_volatile(at as *const u32) };
         let up = w as usize;
-        let entry = if up > at && up < top && up.is_multiple_of(4) {
-            Some(sparse::stack_word(below(at), below(up)))
+        // Those too far below to be saved next to a return address found from here on.
+        let keep_from = pending[..waiting]
+            .iter()
+            .position(|&(slot, _)| at - slot <= SAVED_SPAN)
+            .unwrap_or(waiting);
+        pending.copy_within(keep_from..waiting, 0);
+        waiting -= keep_from;
+        if up > at && up < top && up.is_multiple_of(4) {
+            // At most one entry per word of the span below `at` waits: room for this one.
+            pending[waiting] = (at, sparse::stack_word(below(at), below(up)));
+            waiting += 1;
         } else if m.is_return_address(w) {
-            Some(sparse::word(below(at), w))
-        } else {
-            None
-        };
-        if let Some(entry) = entry {
+            for &(_, entry) in &pending[..waiting] {
+                if n == room {
+                    out[n] = cut_short::TOO_DEEP;
+                    return n + 1;
+                }
+                out[n] = entry;
+                n += 1;
+            }
+            waiting = 0;
             if n == room {
                 out[n] = cut_short::TOO_DEEP;
                 return n + 1;
             }
-            out[n] = entry;
+            out[n] = sparse::word(below(at), w);
             n += 1;
         }
         at += 4;
