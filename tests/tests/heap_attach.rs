@@ -177,43 +177,24 @@ fn attached_during_phase_two_on_x86_64_like_heaptrack() {
     let program = build("heap_phases.c", tag, &["-O2"]);
     let driver = build("heap_attach_driver.c", "heap_attach_driver", &["-O2"]);
     add_system_libs(&program.sysroot, &program.board);
-    let out = scratch().join(tag).join("h.zst");
-    let rec = rec();
-    let said = drive(
-        &driver.board,
-        &program.board,
-        "attached to",
-        "stop",
-        &[
-            rec.to_str().unwrap(),
-            "--heap",
-            "--no-cpu",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    // rec attached with `extra` arguments, recording to `name`; the driver's output.
+    let attach = |name: &str, extra: &[&str]| {
+        let out = scratch().join(tag).join(name);
+        let rec = rec();
+        let mut tool = vec![rec.to_str().unwrap(), "--heap", "--no-cpu"];
+        tool.extend(extra);
+        tool.extend(["--out", out.to_str().unwrap()]);
+        let said = drive(&driver.board, &program.board, "attached to", "stop", &tool);
+        (out, said)
+    };
+    let (out, said) = attach("h.zst", &[]);
     assert!(said.contains("call slots redirected"), "{said}");
     let report = heap_report(&out, &program.sysroot, &[]);
     assert_phase_two(&report, "x86_64");
 
     // Sampled: the rate goes to the attached interposer with the socket.
-    let sampled = scratch().join(tag).join("s.zst");
     let mean = SAMPLE_MEAN.to_string();
-    drive(
-        &driver.board,
-        &program.board,
-        "attached to",
-        "stop",
-        &[
-            rec.to_str().unwrap(),
-            "--heap",
-            "--heap-sample",
-            &mean,
-            "--no-cpu",
-            "--out",
-            sampled.to_str().unwrap(),
-        ],
-    );
+    let (sampled, _) = attach("s.zst", &["--heap-sample", &mean]);
     assert_sampled_phase_two(
         &heap_report(&sampled, &program.sysroot, &[]),
         "x86_64 sampled",
