@@ -98,27 +98,18 @@ pub fn assert_go_split_ground_truth(stacks: &[(Vec<String>, u64)]) -> (u64, u64)
     // Each split within a flat band, or within 4 standard deviations of sampling noise when
     // the run had too few samples for the band to be that (the emulated boards under a loaded
     // machine: 255 samples made 81.2% of a 3:1 split, 111 made 61.3% of an even one).
-    let (share, allowed) = (crate::share(a, b), band(75.0, 5.0, a + b));
+    let (share, allowed) = (crate::share(a, b), crate::share_band(75.0, 5.0, a + b));
     assert!(
         (share - 75.0).abs() <= allowed,
         "main.hotA's share {share:.1}% of the 3:1 loops (allowed 75 \u{b1} {allowed:.1}): {known:?}"
     );
     let main_goroutine = get(0, "main.hotA") + get(0, "main.hotB");
     let share = crate::share(main_goroutine, on_chains - main_goroutine);
-    let allowed = band(50.0, 10.0, on_chains);
+    let allowed = crate::share_band(50.0, 10.0, on_chains);
     assert!(
         (share - 50.0).abs() <= allowed,
         "the main goroutine's share {share:.1}% of the equal phases (allowed 50 \u{b1} \
          {allowed:.1}): {known:?}"
     );
     (on_chains, user)
-}
-
-/// The half-width, in points, allowed around an expected share of `expected` percent among
-/// `n` samples: `flat`, or 4 standard deviations of binomial sampling noise when that is
-/// wider.
-fn band(expected: f64, flat: f64, n: u64) -> f64 {
-    let p = expected / 100.0;
-    let sd = 100.0 * (p * (1.0 - p) / n.max(1) as f64).sqrt();
-    (4.0 * sd).max(flat)
 }

@@ -410,6 +410,23 @@ pub fn share(a: u64, b: u64) -> f64 {
     100.0 * a as f64 / (a + b) as f64
 }
 
+/// The half-width, in points, allowed around an expected share of `expected` percent among
+/// `n` samples: `flat`, or 4 standard deviations of binomial sampling noise when that is
+/// wider.
+pub fn share_band(expected: f64, flat: f64, n: u64) -> f64 {
+    let p = expected / 100.0;
+    let sd = 100.0 * (p * (1.0 - p) / n.max(1) as f64).sqrt();
+    (4.0 * sd).max(flat)
+}
+
+/// Whether `a` and `b` samples split as `tests/programs/cpu_split.c`'s functions do, 3:1:
+/// `a`'s share within 5 points of 75%, or within 4 standard deviations of the sampling noise
+/// where that is wider (7 points at 600 samples; a fixed 70-80% failed a 607-sample run
+/// at 80.2%).
+pub fn is_three_to_one(a: u64, b: u64) -> bool {
+    (share(a, b) - 75.0).abs() <= share_band(75.0, 5.0, a + b)
+}
+
 /// `hostside report --heap --json` with a sysroot: the whole report, every site listed.
 pub fn heap_report_json(recording: &Path, sysroot: &Path) -> Value {
     kind_report("--heap", "100000", recording, sysroot, &[])

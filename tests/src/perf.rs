@@ -477,7 +477,7 @@ pub fn assert_reads_perf_data_like_perf(
     );
     let split = share(a, b);
     assert!(
-        (70.0..=80.0).contains(&split),
+        crate::is_three_to_one(a, b),
         "{}: hot_a's share is {split:.1}% ({a} vs {b})",
         data.display()
     );

