@@ -38,6 +38,7 @@ mod reader;
 mod record;
 mod segment_names;
 mod stack_filter;
+mod stack_nodes;
 mod writer;
 
 pub use arch::Arch;
@@ -54,5 +55,6 @@ pub use writer::{
 /// The format version this crate writes and the newest it reads. Version 2 added batched heap
 /// events (a reader of version 1 would skip them silently, so it must refuse such files);
 /// version 3 writes heap events as per-process codes without addresses (`heap_stream`);
-/// version 4 writes each frame as a pair, metadata and bulk apart (`pairs`).
-pub const FORMAT_VERSION: u32 = 4;
+/// version 4 writes each frame as a pair, metadata and bulk apart (`pairs`); version 5 writes
+/// trace-tree nodes in runs (`stack_nodes`), which a reader of version 4 would skip silently.
+pub const FORMAT_VERSION: u32 = 5;

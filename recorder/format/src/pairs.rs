@@ -54,6 +54,7 @@ pub(crate) fn is_bulk(tag: u8) -> bool {
             | tag::ALLOC
             | tag::FREE
             | tag::STACK_NODE
+            | tag::STACK_NODES
             | tag::HEAP_BATCH
             | tag::HEAP_EVENTS
     )

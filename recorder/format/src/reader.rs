@@ -12,6 +12,7 @@ use crate::codec::{Dec, DecodeError};
 use crate::heap_stream::HeapDecoder;
 use crate::pairs::{self, Stubs};
 use crate::record::{DecodeOptions, Header, Item, Part, Record};
+use crate::stack_nodes::NodeCursor;
 use crate::writer::MAX_FRAME_CONTENT;
 
 /// Why reading stopped before the end of the data.
@@ -121,6 +122,8 @@ pub struct Reader<'a> {
     pending: std::collections::VecDeque<Record>,
     /// The heap record being expanded: its codes at `frame[pos..end]`, of process `pid`.
     heap_events: Option<HeapCursor>,
+    /// The run of trace-tree nodes being expanded (see `stack_nodes`).
+    nodes: Option<NodeCursor>,
     heap: HeapDecoder,
     summary: Summary,
     stopped: bool,
@@ -168,6 +171,7 @@ impl<'a> Reader<'a> {
         let idle = self.frame_pos >= self.frame.len()
             && self.pending.is_empty()
             && self.heap_events.is_none()
+            && self.nodes.is_none()
             && !self.stopped;
         idle.then_some(ResumePoint {
             at: self.pos,
@@ -199,6 +203,7 @@ impl<'a> Reader<'a> {
             opts: DecodeOptions::default(),
             pending: std::collections::VecDeque::new(),
             heap_events: None,
+            nodes: None,
             heap: HeapDecoder::default(),
             summary,
             stopped: false,
@@ -261,6 +266,19 @@ impl<'a> Reader<'a> {
         loop {
             if let Some(r) = self.pending.pop_front() {
                 return Some(other(r));
+            }
+            if let Some(mut c) = self.nodes {
+                match c.next(&self.frame) {
+                    Ok(Some(n)) => {
+                        self.nodes = Some(c);
+                        return Some(other(Record::StackNode(n)));
+                    }
+                    Ok(None) => self.nodes = None,
+                    Err(e) => {
+                        self.stop(Damage::BadRecord(e));
+                        return None;
+                    }
+                }
             }
             if let Some(c) = self.heap_events {
                 let mut d = Dec::new(&self.frame[c.pos..c.end]);
@@ -357,6 +375,12 @@ impl<'a> Reader<'a> {
             self.frame_pos = end;
             return Ok(None);
         }
+        if tag == crate::record::tag::STACK_NODES {
+            let end = self.frame_pos + used;
+            self.nodes = Some(NodeCursor::new(&self.frame, end - payload.len(), end)?);
+            self.frame_pos = end;
+            return Ok(None);
+        }
         if tag == crate::record::tag::HEAP_BATCH {
             self.summary.heap_records += 1;
             if self.opts.heap_events {
@@ -376,6 +400,7 @@ impl<'a> Reader<'a> {
         self.stopped = true;
         self.pending.clear();
         self.heap_events = None;
+        self.nodes = None;
         self.stub_pos = None;
         self.frame.clear();
         self.frame_pos = 0;

@@ -11,6 +11,7 @@ use crate::heap_stream::{HeapEncoder, HeapEvent, LiveSet};
 use crate::pairs::{self, Run};
 use crate::record::{End, Header, Record};
 use crate::stack_filter::StackFilter;
+use crate::stack_nodes::NodeRun;
 
 /// Where frames go. A file syncs with `fdatasync`; tests may use memory.
 pub trait Sink {
@@ -139,6 +140,9 @@ pub struct FrameWriter<S: Sink> {
     /// Consecutive heap events of one process, written as one record (see `heap_stream`):
     /// any other record, or a flush, writes it first, so file order is event order.
     heap: HeapEncoder,
+    /// Consecutive trace-tree nodes of one process, written as one record (see
+    /// `stack_nodes`), as heap events are.
+    nodes: NodeRun,
     compressor: FrameCompressor,
     /// Drops the stack-copy words no unwinder follows when a frame closes.
     stacks: Option<StackFilter>,
@@ -164,6 +168,7 @@ impl<S: Sink> FrameWriter<S> {
             bulk: Vec::with_capacity(64 << 10),
             run: Run::default(),
             heap: HeapEncoder::default(),
+            nodes: NodeRun::default(),
             compressor,
             stacks: StackFilter::new(header),
             out: Vec::new(),
@@ -193,6 +198,13 @@ impl<S: Sink> FrameWriter<S> {
             }
             Record::Free(f) => return self.heap_free(f.pid, f.tid, f.time, f.addr),
             Record::Unknown(_) => return Ok(()),
+            Record::StackNode(n) => {
+                self.write_heap_batch();
+                if self.nodes.add(n, &mut self.bulk) {
+                    self.run.records += 1;
+                }
+                return self.check_size();
+            }
             _ => {}
         }
         self.write_batch();
@@ -209,9 +221,6 @@ impl<S: Sink> FrameWriter<S> {
                     _ => {}
                 }
             }
-        } else if let Record::StackNode(_) = record {
-            record.encode(&mut self.bulk);
-            self.run.records += 1;
         } else {
             self.run.close(&mut self.buf);
             record.encode(&mut self.buf);
@@ -225,6 +234,7 @@ impl<S: Sink> FrameWriter<S> {
     /// Buffers heap events of process `pid`, as `push` of their `Alloc`/`Free` records does
     /// without building them (rec's hot path: a batch lets the encoder prefetch).
     pub fn heap_events(&mut self, pid: u32, mut events: &[HeapEvent]) -> io::Result<()> {
+        self.write_nodes();
         while !events.is_empty() {
             if !self.heap.accepts(pid) {
                 self.write_batch();
@@ -335,10 +345,23 @@ impl<S: Sink> FrameWriter<S> {
     }
 
     /// Moves the pending heap events, if any, into the bulk frame as one record.
+    /// Moves the pending heap events or trace-tree nodes (never both), if any, into the bulk
+    /// frame as one record.
     fn write_batch(&mut self) {
+        self.write_heap_batch();
+        self.write_nodes();
+    }
+
+    fn write_heap_batch(&mut self) {
         if self.heap.append_record(&mut self.bulk) {
             self.run.records += 1;
             self.run.heap += 1;
+        }
+    }
+
+    fn write_nodes(&mut self) {
+        if self.nodes.append_record(&mut self.bulk) {
+            self.run.records += 1;
         }
     }
 

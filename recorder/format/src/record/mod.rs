@@ -195,6 +195,9 @@ pub(crate) mod tag {
     pub const THREAD_STATE: u8 = 20;
     pub const ANON_MAP: u8 = 21;
     pub const RSS_SPLIT: u8 = 22;
+    /// A run of one process's trace-tree nodes from format version 5 on, see `stack_nodes`;
+    /// expanded by the reader.
+    pub const STACK_NODES: u8 = 23;
 }
 
 /// Bytes left for the payload's length before the payload is encoded: a length of 128 to
