@@ -460,7 +460,7 @@ pub fn stack_id(
     // The chain depends on r7 and r11 only where they point into the stack (see
     // `sparse::capture`): elsewhere they hold data, which would only split the memo's keys.
     let key = sparse::chain_registers(at.regs, bounds);
-    if let Some((id, _)) = s.chains.lookup(&key, bounds) {
+    if let Some(id) = s.chains.lookup(&key, bounds) {
         memo.stats.hits += 1;
         return Ok((id, None));
     }

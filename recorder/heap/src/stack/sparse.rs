@@ -147,7 +147,7 @@ pub fn chain_registers(regs: [u64; 4], bounds: (usize, usize)) -> [u64; 4] {
 /// (zeros) nothing is scanned and the stack is the registers alone, whose unwind on the host
 /// ends at the site. Signal-safe.
 pub fn capture(m: &Modules, out: &mut [u64], bounds: (usize, usize), regs: [u64; 4]) -> usize {
-    let [lr, sp, r7, r11] = regs.map(|r| r as u32);
+    let [lr, sp, r7, r11] = chain_registers(regs, bounds).map(|r| r as u32);
     if out.len() < 3 {
         return 0;
     }
@@ -164,15 +164,14 @@ pub fn capture(m: &Modules, out: &mut [u64], bounds: (usize, usize), regs: [u64;
         return 2;
     }
     // Stack addresses as if the stack ended at TOP (see there); r7 and r11 that do not point
-    // into the stack are no frame pointer of any frame here, and are left out (0) so that
-    // what they held does not make each chain different.
+    // into the stack are no frame pointer of any frame here, and were left out (0) by
+    // `chain_registers` so that what they held does not make each chain different.
     let below = |a: usize| (top - a) as u32;
     let moved = |r: u32| {
-        let r = r as usize;
-        if r >= sp && r < top {
-            sparse::TOP - below(r)
-        } else {
+        if r == 0 {
             0
+        } else {
+            sparse::TOP - below(r as usize)
         }
     };
     out[0] = sparse::registers_low(moved(r7), moved(r11));

@@ -111,10 +111,10 @@ impl SparseMemo {
         self.generation += 1;
     }
 
-    /// The chain and id remembered for a hook entered with `regs` (lr, sp, r7, r11; sp 0:
-    /// unknown, never remembered) on a thread with stack `bounds`, if every word it kept
-    /// still holds its value.
-    pub fn lookup(&mut self, regs: &[u64; 4], bounds: (usize, usize)) -> Option<(u64, &[u64])> {
+    /// The trace-tree id of the chain remembered for a hook entered with `regs` (lr, sp, r7,
+    /// r11; sp 0: unknown, never remembered) on a thread with stack `bounds`, if every word
+    /// it kept still holds its value.
+    pub fn lookup(&mut self, regs: &[u64; 4], bounds: (usize, usize)) -> Option<u64> {
         self.lookups += 1;
         if self.table.is_null() || regs[1] == 0 {
             return None;
@@ -125,7 +125,7 @@ impl SparseMemo {
             let e = unsafe { &mut *self.table.add(set + w) };
             if e.matches(self.generation, regs, bounds) {
                 e.used = self.lookups;
-                return Some((e.id, &e.chain[..e.n]));
+                return Some(e.id);
             }
         }
         None
@@ -231,7 +231,7 @@ mod tests {
         let mut m = SparseMemo::new();
         assert!(m.lookup(&regs, (lo, top)).is_none());
         assert!(m.store(&regs, (lo, top), &chain, 7));
-        assert_eq!(m.lookup(&regs, (lo, top)), Some((7, &chain[..])));
+        assert_eq!(m.lookup(&regs, (lo, top)), Some(7));
         // Other registers, another stack: no.
         assert!(m.lookup(&[0x1003, sp as u64, 0, 0], (lo, top)).is_none());
         assert!(m.lookup(&regs, (lo + 4, top)).is_none());
