@@ -62,11 +62,14 @@ impl Sink for Vec<u8> {
 /// SQLite run with CPU sampling and heap events from 1.36 to 1.19 MB (bench/RESULTS.md).
 pub const SOFT_FRAME_LIMIT: usize = 4 << 20;
 
-/// zstd level of every frame: level 7 is where zstd's search starts to find the long repeats
-/// of heap event streams (a Lua run's heap events: 533 KB at level 3, 169 KB at level 7),
-/// at about 150 ms per 100 MB of records on the benchmark machine; higher levels gain little
-/// and cost far more.
-pub const ZSTD_LEVEL: i32 = 7;
+/// zstd level of every frame. Level 3: since heap events are written as per-process codes
+/// (`heap_stream`) and trace-tree nodes in runs (`stack_nodes`), the long repeats level 7 was
+/// chosen to find (a Lua run's version-2 heap batches: 533 KB at level 3, 169 KB at level 7)
+/// are found at level 3 too. Measured on recordings re-compressed frame by frame
+/// (bench/RESULTS.md, "zstd level"): protoc's 45 MB of heap records 3.56 MB at level 3 in
+/// 66 ms, 3.34 MB at level 7 in 305 ms; CPU stack copies the same size at both, 2.4-3.3x
+/// faster. zstd was a third of rec's work on allocation-dense programs.
+pub const ZSTD_LEVEL: i32 = 3;
 
 /// Turns a frame's records into one zstd frame as the file format promises it (content
 /// checksum and content size on). Reuse it: it keeps zstd's context between frames.
