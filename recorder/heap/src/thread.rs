@@ -63,7 +63,7 @@ fn bounds_of(t: &Local) -> (usize, usize) {
 /// thread (a signal handler, which must not touch the lock), the thread id and the stack's
 /// bounds. Pair with [`leave`].
 pub fn begin_event() -> Option<(bool, u32, (usize, usize))> {
-    LOCAL.with(|t| {
+    with_local(|t| {
         if t.pass.get() != 0 {
             return None;
         }
@@ -212,7 +212,7 @@ pub fn tid() -> u32 {
 
 /// Leaves the event path.
 pub fn leave() {
-    LOCAL.with(|t| t.depth.set(t.depth.get().saturating_sub(1)));
+    with_local(|t| t.depth.set(t.depth.get().saturating_sub(1)));
 }
 
 /// Whether the thread is inside the event path.
