@@ -49,7 +49,8 @@ pub use reader::{Damage, OpenError, Reader, ResumePoint, Summary};
 pub use record::*;
 pub use segment_names::{numbered_segments, segment_path};
 pub use writer::{
-    FrameCompressor, FrameWriter, Sink, MAX_FRAME_CONTENT, SOFT_FRAME_LIMIT, ZSTD_LEVEL,
+    pair_level, FrameCompressor, FrameWriter, Sink, HEAP_LEVEL, MAX_FRAME_CONTENT,
+    SOFT_FRAME_LIMIT, ZSTD_LEVEL,
 };
 
 /// The format version this crate writes and the newest it reads. Version 2 added batched heap

@@ -26,10 +26,16 @@ pub trait Sink {
         false
     }
     /// Takes one frame pair's encoded records and bulk records (a sink that
-    /// [`Sink::takes_records`]); leaves both empty, perhaps swapped for spare buffers. The
-    /// file must get exactly what [`FrameCompressor::compress_pair`] makes of them.
-    fn write_records(&mut self, records: &mut Vec<u8>, bulk: &mut Vec<u8>) -> io::Result<()> {
-        let _ = (records, bulk);
+    /// [`Sink::takes_records`]), `heap` bytes of them heap events and trace-tree nodes (see
+    /// [`pair_level`]); leaves both empty, perhaps swapped for spare buffers. The file must
+    /// get exactly what [`FrameCompressor::compress_pair`] makes of them.
+    fn write_records(
+        &mut self,
+        records: &mut Vec<u8>,
+        bulk: &mut Vec<u8>,
+        heap: usize,
+    ) -> io::Result<()> {
+        let _ = (records, bulk, heap);
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "this sink takes compressed frames",
@@ -62,14 +68,28 @@ impl Sink for Vec<u8> {
 /// SQLite run with CPU sampling and heap events from 1.36 to 1.19 MB (bench/RESULTS.md).
 pub const SOFT_FRAME_LIMIT: usize = 4 << 20;
 
-/// zstd level of every frame. Level 3: since heap events are written as per-process codes
-/// (`heap_stream`) and trace-tree nodes in runs (`stack_nodes`), the long repeats level 7 was
-/// chosen to find (a Lua run's version-2 heap batches: 533 KB at level 3, 169 KB at level 7)
-/// are found at level 3 too. Measured on recordings re-compressed frame by frame
-/// (bench/RESULTS.md, "zstd level"): protoc's 45 MB of heap records 3.56 MB at level 3 in
-/// 66 ms, 3.34 MB at level 7 in 305 ms; CPU stack copies the same size at both, 2.4-3.3x
-/// faster. zstd was a third of rec's work on allocation-dense programs.
-pub const ZSTD_LEVEL: i32 = 3;
+/// zstd level of frames: level 7 is where zstd's search finds the long repeats of CPU
+/// samples' stack copies (a SQLite run with CPU sampling: 188 KB at level 7, 223 KB at level
+/// 3) at little cost per sample. Frames that are mostly heap events take [`HEAP_LEVEL`].
+pub const ZSTD_LEVEL: i32 = 7;
+
+/// zstd level of frame pairs whose bytes are mostly heap events and trace-tree nodes: their
+/// per-process codes (`heap_stream`) and node runs (`stack_nodes`) repeat at level 3 too,
+/// and an allocation-dense program makes many of them, so level 7's search was a third of
+/// rec's work on protoc. Measured by re-compressing recordings frame by frame
+/// (`cargo run --release -p crossprof-format --example frame_levels FILE`, bench/RESULTS.md):
+/// protoc's 44 MB of heap records 3.47 MB at level 3 in 53 ms, 3.23 MB at level 7 in 166 ms.
+pub const HEAP_LEVEL: i32 = 3;
+
+/// The level of a frame pair of `len` bytes of which `heap` are heap events and nodes, when
+/// the writer's level is `level` ([`ZSTD_LEVEL`] unless set lower).
+pub fn pair_level(level: i32, heap: usize, len: usize) -> i32 {
+    if heap * 2 >= len && len > 0 {
+        level.min(HEAP_LEVEL)
+    } else {
+        level
+    }
+}
 
 /// Turns a frame's records into one zstd frame as the file format promises it (content
 /// checksum and content size on). Reuse it: it keeps zstd's context between frames.
@@ -149,6 +169,8 @@ pub struct FrameWriter<S: Sink> {
     compressor: FrameCompressor,
     /// Drops the stack-copy words no unwinder follows when a frame closes.
     stacks: Option<StackFilter>,
+    /// Bytes of heap-event and node records in `bulk` (they choose the pair's level).
+    heap_bytes: usize,
     /// The compressed frame pair, reused.
     out: Vec<u8>,
     /// The compressed bulk frame, reused.
@@ -173,6 +195,7 @@ impl<S: Sink> FrameWriter<S> {
             heap: HeapEncoder::default(),
             nodes: NodeRun::default(),
             compressor,
+            heap_bytes: 0,
             stacks: StackFilter::new(header),
             out: Vec::new(),
             scratch: Vec::new(),
@@ -356,14 +379,18 @@ impl<S: Sink> FrameWriter<S> {
     }
 
     fn write_heap_batch(&mut self) {
+        let before = self.bulk.len();
         if self.heap.append_record(&mut self.bulk) {
+            self.heap_bytes += self.bulk.len() - before;
             self.run.records += 1;
             self.run.heap += 1;
         }
     }
 
     fn write_nodes(&mut self) {
+        let before = self.bulk.len();
         if self.nodes.append_record(&mut self.bulk) {
+            self.heap_bytes += self.bulk.len() - before;
             self.run.records += 1;
         }
     }
@@ -393,15 +420,18 @@ impl<S: Sink> FrameWriter<S> {
             filter.apply(&mut self.bulk);
         }
         let frames = if self.bulk.is_empty() { 1 } else { 2 };
+        let heap = std::mem::take(&mut self.heap_bytes);
+        let level = pair_level(self.level, heap, self.buffered());
         if self.sink.takes_records() {
             // Counted as the records' size: the sink compresses them later.
             self.bytes_written += self.buffered() as u64;
-            self.sink.write_records(&mut self.buf, &mut self.bulk)?;
+            self.sink
+                .write_records(&mut self.buf, &mut self.bulk, heap)?;
         } else {
             self.compressor.compress_pair(
                 &self.buf,
                 &self.bulk,
-                self.level,
+                level,
                 &mut self.out,
                 &mut self.scratch,
             )?;
@@ -442,5 +472,19 @@ impl<S: Sink> FrameWriter<S> {
     /// Compressed bytes written so far (uncompressed for a sink that [`Sink::takes_records`]).
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_mostly_of_heap_events_take_the_heap_level_unless_set_lower() {
+        assert_eq!(pair_level(ZSTD_LEVEL, 60, 100), HEAP_LEVEL);
+        assert_eq!(pair_level(ZSTD_LEVEL, 50, 100), HEAP_LEVEL);
+        assert_eq!(pair_level(ZSTD_LEVEL, 49, 100), ZSTD_LEVEL);
+        assert_eq!(pair_level(ZSTD_LEVEL, 0, 0), ZSTD_LEVEL);
+        assert_eq!(pair_level(1, 100, 100), 1);
     }
 }

@@ -15,7 +15,8 @@
 //! blocking and waking each other in the same few places, up to 200,000 times a second) are
 //! compressed at [`FAST_LEVEL`]: zstd's fastest
 //! level already finds their repeats, and level 7 cost rec more CPU than `perf record` spent
-//! on the same switches. Everything else keeps [`ZSTD_LEVEL`].
+//! on the same switches. Frames that are mostly heap events take `crossprof_format`'s
+//! `HEAP_LEVEL` (see `pair_level`); everything else keeps [`ZSTD_LEVEL`].
 //!
 //! Memory: at most [`MAX_QUEUED`] bytes of records wait for compression; when it falls further
 //! behind, the recording thread waits (and the kernel counts what it drops). Buffers go back
@@ -26,7 +27,7 @@ use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use crossprof_format::{FrameCompressor, Sink, SOFT_FRAME_LIMIT, ZSTD_LEVEL};
+use crossprof_format::{pair_level, FrameCompressor, Sink, SOFT_FRAME_LIMIT, ZSTD_LEVEL};
 
 /// Bytes of records that may wait for the thread: the frame it compresses and one more.
 pub const MAX_QUEUED: usize = 2 * SOFT_FRAME_LIMIT;
@@ -258,12 +259,17 @@ impl Sink for DiskThread {
 
     /// Queues the frame pair's records (swapping in spare buffers), waiting while
     /// [`MAX_QUEUED`] bytes are queued already.
-    fn write_records(&mut self, records: &mut Vec<u8>, bulk: &mut Vec<u8>) -> io::Result<()> {
+    fn write_records(
+        &mut self,
+        records: &mut Vec<u8>,
+        bulk: &mut Vec<u8>,
+        heap: usize,
+    ) -> io::Result<()> {
         let len = records.len() + bulk.len();
         let level = if self.blocking * 2 >= len {
             FAST_LEVEL
         } else {
-            ZSTD_LEVEL
+            pair_level(ZSTD_LEVEL, heap, len)
         };
         self.blocking = 0;
         let mut g = self.shared.lock();
@@ -342,10 +348,15 @@ impl Sink for Disk {
         matches!(self, Disk::Thread(_))
     }
 
-    fn write_records(&mut self, records: &mut Vec<u8>, bulk: &mut Vec<u8>) -> io::Result<()> {
+    fn write_records(
+        &mut self,
+        records: &mut Vec<u8>,
+        bulk: &mut Vec<u8>,
+        heap: usize,
+    ) -> io::Result<()> {
         match self {
-            Disk::Inline(f) => f.write_records(records, bulk),
-            Disk::Thread(d) => d.write_records(records, bulk),
+            Disk::Inline(f) => f.write_records(records, bulk, heap),
+            Disk::Thread(d) => d.write_records(records, bulk, heap),
         }
     }
 }
@@ -477,7 +488,7 @@ mod tests {
         let mut first_error = None;
         // Frames are queued: the error comes with a call after the thread met it.
         for _ in 0..10_000 {
-            if let Err(e) = d.write_records(&mut vec![1, 2, 3], &mut vec![4]) {
+            if let Err(e) = d.write_records(&mut vec![1, 2, 3], &mut vec![4], 0) {
                 first_error = Some(e);
                 break;
             }
