@@ -49,8 +49,8 @@ pub use reader::{Damage, OpenError, Reader, ResumePoint, Summary};
 pub use record::*;
 pub use segment_names::{numbered_segments, segment_path};
 pub use writer::{
-    pair_level, FrameCompressor, FrameWriter, Sink, HEAP_LEVEL, MAX_FRAME_CONTENT,
-    SOFT_FRAME_LIMIT, ZSTD_LEVEL,
+    FrameCompressor, FrameWriter, Sink, HEAP_LEVEL, MAX_FRAME_CONTENT, REPEATS, SOFT_FRAME_LIMIT,
+    ZSTD_LEVEL,
 };
 
 /// The format version this crate writes and the newest it reads. Version 2 added batched heap

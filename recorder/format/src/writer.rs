@@ -26,8 +26,8 @@ pub trait Sink {
         false
     }
     /// Takes one frame pair's encoded records and bulk records (a sink that
-    /// [`Sink::takes_records`]), `heap` bytes of them heap events and trace-tree nodes (see
-    /// [`pair_level`]); leaves both empty, perhaps swapped for spare buffers. The file must
+    /// [`Sink::takes_records`]), `heap` bytes of them heap events and trace-tree nodes (for
+    /// [`FrameCompressor::compress_pair`]); leaves both empty, perhaps swapped for spare buffers. The file must
     /// get exactly what [`FrameCompressor::compress_pair`] makes of them.
     fn write_records(
         &mut self,
@@ -70,32 +70,29 @@ pub const SOFT_FRAME_LIMIT: usize = 4 << 20;
 
 /// zstd level of frames: level 7 is where zstd's search finds the long repeats of CPU
 /// samples' stack copies (a SQLite run with CPU sampling: 188 KB at level 7, 223 KB at level
-/// 3) at little cost per sample. Frames that are mostly heap events take [`HEAP_LEVEL`].
+/// 3) and of most programs' heap events (Perl's: 56 KB at level 7, 179 KB at level 3), at
+/// little cost where the repeats are long. See [`HEAP_LEVEL`] for where they are not.
 pub const ZSTD_LEVEL: i32 = 7;
 
-/// zstd level of frame pairs whose bytes are mostly heap events and trace-tree nodes: their
-/// per-process codes (`heap_stream`) and node runs (`stack_nodes`) repeat at level 3 too,
-/// and an allocation-dense program makes many of them, so level 7's search was a third of
-/// rec's work on protoc. Measured by re-compressing recordings frame by frame
-/// (`cargo run --release -p crossprof-format --example frame_levels FILE`, bench/RESULTS.md):
-/// protoc's 44 MB of heap records 3.47 MB at level 3 in 53 ms, 3.23 MB at level 7 in 166 ms.
+/// zstd level of frame pairs that are mostly heap events and trace-tree nodes and compressed
+/// less than [`REPEATS`] to one last time: a C++ program's heap events repeat little (protoc:
+/// 14 to one), and there level 7's search costs three times level 3's for 7% less (44 MB of
+/// protoc's heap records: 3.47 MB at level 3 in 53 ms, 3.23 MB at level 7 in 166 ms; a third
+/// of rec's work), where on Perl's, which repeat (530 to one), level 7 costs 13 ms against
+/// 8 ms and makes a third of the file. Measured by re-compressing recordings frame by frame:
+/// `cargo run --release -p crossprof-format --example frame_levels FILE` (bench/RESULTS.md).
 pub const HEAP_LEVEL: i32 = 3;
 
-/// The level of a frame pair of `len` bytes of which `heap` are heap events and nodes, when
-/// the writer's level is `level` ([`ZSTD_LEVEL`] unless set lower).
-pub fn pair_level(level: i32, heap: usize, len: usize) -> i32 {
-    if heap * 2 >= len && len > 0 {
-        level.min(HEAP_LEVEL)
-    } else {
-        level
-    }
-}
-
+/// Compression ratio from which a heap pair counts as repeating (see [`HEAP_LEVEL`]).
+pub const REPEATS: usize = 50;
 /// Turns a frame's records into one zstd frame as the file format promises it (content
 /// checksum and content size on). Reuse it: it keeps zstd's context between frames.
 pub struct FrameCompressor {
     zstd: zstd::bulk::Compressor<'static>,
     level: i32,
+    /// Whether the last pair that was mostly heap records compressed at least [`REPEATS`]
+    /// to one (true before the first).
+    heap_repeats: bool,
 }
 
 impl FrameCompressor {
@@ -107,6 +104,7 @@ impl FrameCompressor {
         Ok(FrameCompressor {
             zstd,
             level: ZSTD_LEVEL,
+            heap_repeats: true,
         })
     }
 
@@ -125,15 +123,25 @@ impl FrameCompressor {
 
     /// Compresses one frame pair (see `pairs`) into `out` (cleared first): unless `bulk` is
     /// empty, the bulk frame in its skippable wrapper, then the records frame. Written with
-    /// one `write`, the pair reaches the disk together or is torn as one.
+    /// one `write`, the pair reaches the disk together or is torn as one. `level` is the
+    /// writer's; a pair at least half of whose bytes are heap-event and node records
+    /// (`heap`) takes [`HEAP_LEVEL`] if lower, unless the last such pair repeated.
     pub fn compress_pair(
         &mut self,
         records: &[u8],
         bulk: &[u8],
         level: i32,
+        heap: usize,
         out: &mut Vec<u8>,
         scratch: &mut Vec<u8>,
     ) -> io::Result<()> {
+        let len = records.len() + bulk.len();
+        let heap_pair = len > 0 && heap * 2 >= len;
+        let level = if heap_pair && !self.heap_repeats {
+            level.min(HEAP_LEVEL)
+        } else {
+            level
+        };
         out.clear();
         if !bulk.is_empty() {
             self.compress(bulk, level, scratch)?;
@@ -142,6 +150,9 @@ impl FrameCompressor {
         }
         self.compress(records, level, scratch)?;
         out.extend_from_slice(scratch);
+        if heap_pair {
+            self.heap_repeats = out.len().saturating_mul(REPEATS) <= len;
+        }
         Ok(())
     }
 }
@@ -421,7 +432,6 @@ impl<S: Sink> FrameWriter<S> {
         }
         let frames = if self.bulk.is_empty() { 1 } else { 2 };
         let heap = std::mem::take(&mut self.heap_bytes);
-        let level = pair_level(self.level, heap, self.buffered());
         if self.sink.takes_records() {
             // Counted as the records' size: the sink compresses them later.
             self.bytes_written += self.buffered() as u64;
@@ -431,7 +441,8 @@ impl<S: Sink> FrameWriter<S> {
             self.compressor.compress_pair(
                 &self.buf,
                 &self.bulk,
-                level,
+                self.level,
+                heap,
                 &mut self.out,
                 &mut self.scratch,
             )?;
@@ -479,12 +490,60 @@ impl<S: Sink> FrameWriter<S> {
 mod tests {
     use super::*;
 
+    /// Bytes that compress some, differently at levels 3 and 7: words from a small
+    /// vocabulary in pseudo-random order.
+    fn text(n: usize, seed: u64) -> Vec<u8> {
+        let words: [&[u8]; 8] = [
+            b"alloc ", b"free ", b"0x7f3a ", b"node ", b"stack ", b"16 ", b"4096 ", b"\n",
+        ];
+        let (mut x, mut out) = (seed | 1, Vec::with_capacity(n + 8));
+        while out.len() < n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.extend_from_slice(words[(x % 8) as usize]);
+        }
+        out
+    }
+
+    /// What `compress_pair` of a fresh compressor makes of a records frame alone at `level`.
+    fn at(level: i32, records: &[u8]) -> Vec<u8> {
+        let mut c = FrameCompressor::new().expect("zstd");
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        c.compress_pair(records, &[], level, 0, &mut out, &mut scratch)
+            .expect("zstd");
+        out
+    }
+
     #[test]
-    fn pairs_mostly_of_heap_events_take_the_heap_level_unless_set_lower() {
-        assert_eq!(pair_level(ZSTD_LEVEL, 60, 100), HEAP_LEVEL);
-        assert_eq!(pair_level(ZSTD_LEVEL, 50, 100), HEAP_LEVEL);
-        assert_eq!(pair_level(ZSTD_LEVEL, 49, 100), ZSTD_LEVEL);
-        assert_eq!(pair_level(ZSTD_LEVEL, 0, 0), ZSTD_LEVEL);
-        assert_eq!(pair_level(1, 100, 100), 1);
+    fn heap_pairs_that_repeat_little_take_the_heap_level_until_one_repeats() {
+        let mixed = text(1 << 20, 7);
+        let (level3, level7) = (at(HEAP_LEVEL, &mixed), at(ZSTD_LEVEL, &mixed));
+        assert_ne!(level3, level7);
+        assert!(
+            level7.len() * REPEATS > mixed.len(),
+            "the text repeats too much"
+        );
+        let mut c = FrameCompressor::new().expect("zstd");
+        let (mut out, mut scratch) = (Vec::new(), Vec::new());
+        let mut pair = |c: &mut FrameCompressor, records: &[u8], heap: usize| {
+            c.compress_pair(records, &[], ZSTD_LEVEL, heap, &mut out, &mut scratch)
+                .expect("zstd");
+            out.clone()
+        };
+        // The first heap pair: level 7; it repeated little, so the next takes level 3.
+        assert_eq!(pair(&mut c, &mixed, mixed.len()), level7);
+        assert_eq!(pair(&mut c, &mixed, mixed.len()), level3);
+        // Not heap records: level 7 whatever the last heap pair did.
+        assert_eq!(pair(&mut c, &mixed, mixed.len() / 2 - 1), level7);
+        // Heap records that repeat (zeros): level 3 once more, then level 7 again.
+        let zeros = vec![0u8; 1 << 20];
+        assert_eq!(pair(&mut c, &zeros, zeros.len()), at(HEAP_LEVEL, &zeros));
+        assert_eq!(pair(&mut c, &mixed, mixed.len()), level7);
+        // A writer's lower level stays.
+        let mut low = FrameCompressor::new().expect("zstd");
+        low.compress_pair(&mixed, &[], 1, mixed.len(), &mut out, &mut scratch)
+            .expect("zstd");
+        assert_eq!(out, at(1, &mixed));
     }
 }

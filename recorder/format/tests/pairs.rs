@@ -324,7 +324,7 @@ fn a_pair_whose_frames_disagree_is_damage_not_a_panic() {
         ip: 2,
     })
     .encode(&mut bulk);
-    c.compress_pair(&records, &bulk, 3, &mut out, &mut scratch)
+    c.compress_pair(&records, &bulk, 3, 0, &mut out, &mut scratch)
         .unwrap();
     file.extend_from_slice(&out);
     for part in [Part::All, Part::Bulk] {

@@ -15,8 +15,8 @@
 //! blocking and waking each other in the same few places, up to 200,000 times a second) are
 //! compressed at [`FAST_LEVEL`]: zstd's fastest
 //! level already finds their repeats, and level 7 cost rec more CPU than `perf record` spent
-//! on the same switches. Frames that are mostly heap events take `crossprof_format`'s
-//! `HEAP_LEVEL` (see `pair_level`); everything else keeps [`ZSTD_LEVEL`].
+//! on the same switches. Everything else keeps [`ZSTD_LEVEL`], which the compressor lowers
+//! for heap events that repeat little (`crossprof_format::HEAP_LEVEL`).
 //!
 //! Memory: at most [`MAX_QUEUED`] bytes of records wait for compression; when it falls further
 //! behind, the recording thread waits (and the kernel counts what it drops). Buffers go back
@@ -27,7 +27,7 @@ use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use crossprof_format::{pair_level, FrameCompressor, Sink, SOFT_FRAME_LIMIT, ZSTD_LEVEL};
+use crossprof_format::{FrameCompressor, Sink, SOFT_FRAME_LIMIT, ZSTD_LEVEL};
 
 /// Bytes of records that may wait for the thread: the frame it compresses and one more.
 pub const MAX_QUEUED: usize = 2 * SOFT_FRAME_LIMIT;
@@ -38,8 +38,9 @@ const SPARE: usize = 4;
 
 #[derive(Default)]
 struct State {
-    /// Records and bulk records of whole frame pairs, with the level to compress them at.
-    frames: VecDeque<(Vec<u8>, Vec<u8>, i32)>,
+    /// Records and bulk records of whole frame pairs, with the level to compress them at and
+    /// their bytes of heap records (see `FrameCompressor::compress_pair`).
+    frames: VecDeque<(Vec<u8>, Vec<u8>, i32, usize)>,
     queued: usize,
     /// A sync was asked for after the last frame queued.
     sync_after_queued: bool,
@@ -176,8 +177,8 @@ fn write_loop(
         let sync = std::mem::take(&mut g.sync_after_queued);
         let closed = g.closed;
         drop(g);
-        for (records, bulk, level) in frames {
-            compressor.compress_pair(&records, &bulk, level, &mut out, &mut scratch)?;
+        for (records, bulk, level, heap) in frames {
+            compressor.compress_pair(&records, &bulk, level, heap, &mut out, &mut scratch)?;
             sink.write_all(&out)?;
             let mut g = shared.lock();
             g.queued -= records.len() + bulk.len();
@@ -269,7 +270,7 @@ impl Sink for DiskThread {
         let level = if self.blocking * 2 >= len {
             FAST_LEVEL
         } else {
-            pair_level(ZSTD_LEVEL, heap, len)
+            ZSTD_LEVEL
         };
         self.blocking = 0;
         let mut g = self.shared.lock();
@@ -286,7 +287,7 @@ impl Sink for DiskThread {
         };
         let (records, bulk) = (swap(records), swap(bulk));
         g.queued += len;
-        g.frames.push_back((records, bulk, level));
+        g.frames.push_back((records, bulk, level, heap));
         drop(g);
         self.shared.changed.notify_all();
         Ok(())
