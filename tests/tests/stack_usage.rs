@@ -148,22 +148,25 @@ fn the_text_report_warns_about_the_thread_near_its_limit() {
 fn off_cpu_switch_outs_count_for_stack_usage() {
     let (r, truth) = record_and_report("stack_depth_sleep", "sleep", &["--off-cpu"]);
     assert_matches_truth(&r, &truth);
-    // Without them, the CPU samples never see the bottom.
+    // Without them, the CPU samples do not see the bottom: a CPU sample may land in the short
+    // descent (one did at 51% of the depth on a loaded machine) or, rarely, as a thread
+    // enters its sleep at the bottom (one did under a fresh-machine run's load), so of the
+    // three threads at least one stays short of it.
     let (r, truth) = record_and_report("stack_depth_sleep_cpu", "sleep", &[]);
-    let (tid, t) = truth
+    let seen: Vec<(String, u64, u64)> = truth
         .iter()
-        .find(|(_, t)| t.name == "small")
-        .expect("small");
-    let seen = r["stack_usage"]
-        .as_array()
-        .and_then(|a| a.iter().find(|u| u["tid"].as_u64() == Some(*tid)))
-        .map_or(0, |u| number(u, "max_bytes"));
-    // A CPU sample may land in the short descent (one did at 51% of the depth on a loaded
-    // machine), but none at the bottom, where the thread sleeps.
+        .map(|(tid, t)| {
+            let max = r["stack_usage"]
+                .as_array()
+                .and_then(|a| a.iter().find(|u| u["tid"].as_u64() == Some(*tid)))
+                .map_or(0, |u| number(u, "max_bytes"));
+            (t.name.clone(), max, t.used)
+        })
+        .collect();
+    assert_eq!(seen.len(), 3, "{seen:?}");
     assert!(
-        seen < t.used * 9 / 10,
-        "CPU samples alone saw {seen} of {} bytes",
-        t.used
+        seen.iter().any(|&(_, max, used)| max < used * 9 / 10),
+        "CPU samples alone saw (thread, bytes, true bytes): {seen:?}"
     );
 }
 
