@@ -20,14 +20,14 @@ use crate::record::{encode_with, tag, StackNode};
 
 /// Nodes per record at most: keeps a record's length small (a reader decodes them lazily, so
 /// this bounds nothing on its side).
-const MAX_RUN: u32 = 4096;
+const MAX_RUN: u64 = 4096;
 
 /// The nodes not yet written: one process's, with consecutive ids.
 #[derive(Default)]
 pub(crate) struct NodeRun {
-    /// Process, first id and id of the next node the run can take; `None` when empty.
+    /// Process, first id and id of the next node the run can take (their difference is the
+    /// run's length); `None` when empty.
     open: Option<(u32, u64, u64)>,
-    count: u32,
     /// The encoded nodes.
     body: Vec<u8>,
 }
@@ -36,12 +36,11 @@ impl NodeRun {
     /// Adds `n`, first writing the run into `out` (see [`NodeRun::append_record`]) when `n`
     /// cannot continue it. Returns whether a record was written.
     pub(crate) fn add(&mut self, n: &StackNode, out: &mut Vec<u8>) -> bool {
-        let continues = matches!(self.open, Some((pid, _, next)) if pid == n.pid && next == n.id)
-            && self.count < MAX_RUN;
+        let continues = matches!(self.open, Some((pid, first, next))
+            if pid == n.pid && next == n.id && next.wrapping_sub(first) < MAX_RUN);
         let wrote = !continues && self.append_record(out);
         let (pid, first, _) = self.open.unwrap_or((n.pid, n.id, n.id));
         self.open = Some((pid, first, n.id.wrapping_add(1)));
-        self.count += 1;
         let mut e = Enc::new(&mut self.body);
         e.i64(n.id.wrapping_sub(n.parent) as i64);
         e.u64(n.ip);
@@ -60,7 +59,6 @@ impl NodeRun {
             tag::STACK_NODES
         });
         self.body.clear();
-        self.count = 0;
         true
     }
 }
@@ -160,7 +158,7 @@ mod tests {
     #[test]
     fn a_run_stops_at_its_limit() {
         let (mut run, mut out) = (NodeRun::default(), Vec::new());
-        let nodes: Vec<StackNode> = (1..=u64::from(MAX_RUN) + 1)
+        let nodes: Vec<StackNode> = (1..=MAX_RUN + 1)
             .map(|id| node(1, id, id - 1, id * 4))
             .collect();
         let records = nodes.iter().filter(|n| run.add(n, &mut out)).count();

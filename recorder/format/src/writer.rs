@@ -27,8 +27,9 @@ pub trait Sink {
     }
     /// Takes one frame pair's encoded records and bulk records (a sink that
     /// [`Sink::takes_records`]), `heap` bytes of them heap events and trace-tree nodes (for
-    /// [`FrameCompressor::compress_pair`]); leaves both empty, perhaps swapped for spare buffers. The file must
-    /// get exactly what [`FrameCompressor::compress_pair`] makes of them.
+    /// [`FrameCompressor::compress_pair`]); leaves both empty, perhaps swapped for spare
+    /// buffers. The file must get exactly what [`FrameCompressor::compress_pair`] makes of
+    /// them.
     fn write_records(
         &mut self,
         records: &mut Vec<u8>,
@@ -85,6 +86,7 @@ pub const HEAP_LEVEL: i32 = 3;
 
 /// Compression ratio from which a heap pair counts as repeating (see [`HEAP_LEVEL`]).
 pub const REPEATS: usize = 50;
+
 /// Turns a frame's records into one zstd frame as the file format promises it (content
 /// checksum and content size on). Reuse it: it keeps zstd's context between frames.
 pub struct FrameCompressor {
@@ -381,7 +383,6 @@ impl<S: Sink> FrameWriter<S> {
         Ok(())
     }
 
-    /// Moves the pending heap events, if any, into the bulk frame as one record.
     /// Moves the pending heap events or trace-tree nodes (never both), if any, into the bulk
     /// frame as one record.
     fn write_batch(&mut self) {
