@@ -8,7 +8,7 @@
 //! table holds at most the limit or, when more distinct pairs are live at once than that,
 //! one per tracked live block (itself bounded, see `HeapEncoder::set_live_limit`).
 
-use crate::int_map::IntMap;
+use crate::probe_map::{Key, ProbeMap};
 
 /// Infos per process before indexes are taken over: 64Ki pairs, about 3 MiB.
 pub const DEFAULT_INFO_LIMIT: usize = 1 << 16;
@@ -36,7 +36,11 @@ impl Interned {
 /// The table.
 #[derive(Default)]
 pub struct InfoTable {
-    index: IntMap<(u64, u64), u32>,
+    /// (size, stack) → index, prefetchable: most look-ups miss the cache.
+    index: ProbeMap<(u64, u64)>,
+    /// The index of the one pair the map cannot hold ([`Key::EMPTY`]; no real allocation
+    /// has it, a damaged ring could).
+    empty_pair: Option<u32>,
     keys: Vec<(u64, u64)>,
     /// Tracked live blocks per index.
     live: Vec<u32>,
@@ -46,20 +50,42 @@ pub struct InfoTable {
 }
 
 impl InfoTable {
+    /// Starts loading the index slot of (`size`, `stack`): a hint for a look-up a few events
+    /// later.
+    #[inline]
+    pub fn prefetch(&self, size: u64, stack: u64) {
+        self.index.prefetch((size, stack));
+    }
+
+    fn index_get(&self, key: (u64, u64)) -> Option<u32> {
+        match key == <(u64, u64)>::EMPTY {
+            true => self.empty_pair,
+            false => self.index.get(key),
+        }
+    }
+
+    fn index_set(&mut self, key: (u64, u64), i: Option<u32>) {
+        match (key == <(u64, u64)>::EMPTY, i) {
+            (true, i) => self.empty_pair = i,
+            (false, Some(i)) => _ = self.index.insert(key, i),
+            (false, None) => _ = self.index.remove(key),
+        }
+    }
+
     /// The index of (`size`, `stack`), taking over an unused one when the table holds
     /// `limit` infos.
     pub fn intern(&mut self, size: u64, stack: u64, limit: usize) -> Interned {
         let key = (size, stack);
-        if let Some(&i) = self.index.get(&key) {
+        if let Some(i) = self.index_get(key) {
             return Interned::Known(i);
         }
         if self.keys.len() >= limit {
             while let Some(i) = self.free.pop() {
                 self.queued[i as usize] = false;
                 if self.live[i as usize] == 0 {
-                    self.index.remove(&self.keys[i as usize]);
+                    self.index_set(self.keys[i as usize], None);
                     self.keys[i as usize] = key;
-                    self.index.insert(key, i);
+                    self.index_set(key, Some(i));
                     return Interned::Again(i);
                 }
             }
@@ -68,7 +94,7 @@ impl InfoTable {
         self.keys.push(key);
         self.live.push(0);
         self.queued.push(false);
-        self.index.insert(key, i);
+        self.index_set(key, Some(i));
         Interned::New(i)
     }
 
@@ -128,5 +154,14 @@ mod tests {
         assert_eq!(t.intern(16, 1, 2), Interned::New(3));
         assert_eq!(t.len(), 4);
         assert_eq!(t.intern(32, 1, 2), Interned::Known(1));
+    }
+
+    #[test]
+    fn the_pair_that_marks_an_empty_slot_is_interned_like_any_other() {
+        let mut t = InfoTable::default();
+        assert_eq!(t.intern(u64::MAX, u64::MAX, 4), Interned::New(0));
+        assert_eq!(t.intern(u64::MAX, u64::MAX, 4), Interned::Known(0));
+        assert_eq!(t.key(0), Some((u64::MAX, u64::MAX)));
+        assert_eq!(t.intern(u64::MAX, u64::MAX - 1, 4), Interned::New(1));
     }
 }

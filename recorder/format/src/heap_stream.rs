@@ -56,7 +56,7 @@
 use crate::codec::{varint, Enc, MAX_VARINT};
 use crate::heap_infos::{InfoTable, Interned, DEFAULT_INFO_LIMIT};
 use crate::int_map::IntMap;
-use crate::live_map::LiveMap;
+use crate::probe_map::LiveMap;
 use crate::record::tag;
 
 pub(crate) const OP_ALLOC: u64 = 0;
@@ -152,6 +152,18 @@ struct EncProc {
     untracked: bool,
 }
 
+impl EncProc {
+    /// Starts loading what `ev` will look up: its live-map slot and, for an allocation,
+    /// its info's index slot.
+    #[inline]
+    fn prefetch(&self, ev: &HeapEvent) {
+        self.live.prefetch(ev.addr);
+        if ev.alloc {
+            self.infos.prefetch(ev.size, ev.stack);
+        }
+    }
+}
+
 /// Turns heap events into heap records (the writer's side). Memory: per process one entry per
 /// allocation info and one per live block it tracks (at most the live limit, see
 /// [`HeapEncoder::set_live_limit`]), as `heaptrack_interpret` keeps.
@@ -227,9 +239,9 @@ impl HeapEncoder {
     }
 
     /// Adds events of process `pid` (the caller checked [`HeapEncoder::accepts`] and
-    /// [`HeapEncoder::room`]). The live map's slot of each event is prefetched a few events
-    /// ahead: with the heap's blocks spread everywhere, most lookups would otherwise wait
-    /// for memory.
+    /// [`HeapEncoder::room`]). The live map's slot of each event, and an allocation's info
+    /// slot, are prefetched a few events ahead: with the heap's blocks spread everywhere and
+    /// a C++ program's many call sites, most look-ups would otherwise wait for memory.
     pub fn events(&mut self, pid: u32, events: &[HeapEvent]) {
         self.pid = Some(pid);
         self.events += events.len();
@@ -246,11 +258,11 @@ impl HeapEncoder {
             EncProc::default()
         });
         for ahead in events.iter().take(PREFETCH) {
-            p.live.prefetch(ahead.addr);
+            p.prefetch(ahead);
         }
         for (i, ev) in events.iter().enumerate() {
             if let Some(ahead) = events.get(i + PREFETCH) {
-                p.live.prefetch(ahead.addr);
+                p.prefetch(ahead);
             }
             if p.tid != ev.tid {
                 e.u64(ESC_TID << 2 | OP_ESCAPE);

@@ -1,40 +1,74 @@
-//! The writer's map of live heap blocks (address → allocation info), built for the one thing
-//! it does millions of times a second: a lookup whose slot is almost never in the cache
-//! (live blocks are spread over the whole heap, and a free rarely follows its allocation).
-//! Open addressing with linear probing in one array of (address, info) slots, so that the
-//! caller can [`LiveMap::prefetch`] the slot of an event it will handle a few events later and
-//! the miss overlaps with other work; deletion shifts the following slots back (no tombstones,
-//! probe runs stay short however many blocks come and go). Grows at 3/4 full: about 21 bytes
-//! per live block.
+//! The writer's open-addressing maps, built for the one thing they do millions of times a
+//! second: a lookup whose slot is almost never in the cache. The live blocks (address →
+//! allocation info) are spread over the whole heap and a free rarely follows its
+//! allocation; the allocation infos ((size, stack) → index) are as many as the program's
+//! distinct call sites and sizes. Open addressing with linear probing in one array of
+//! (key, value) slots, so that the caller can [`ProbeMap::prefetch`] the slot of an event it
+//! will handle a few events later and the miss overlaps with other work; deletion shifts
+//! the following slots back (no tombstones, probe runs stay short however many keys come and
+//! go). Grows at 3/4 full: about 21 bytes per live block, 32 per info.
 
-/// The map. Address 0 (never a block) marks an empty slot.
-#[derive(Default)]
-pub struct LiveMap {
-    slots: Vec<(u64, u32)>,
+/// A key of a [`ProbeMap`]: one value never used as a key marks an empty slot.
+pub trait Key: Copy + PartialEq {
+    /// The empty slot's key: never a real one (callers map it away first).
+    const EMPTY: Self;
+    /// A well-mixed hash: the table takes its low bits.
+    fn hash(&self) -> u64;
+}
+
+/// Block addresses: 0 is never a block.
+impl Key for u64 {
+    const EMPTY: u64 = 0;
+    fn hash(&self) -> u64 {
+        // Blocks are 8- or 16-aligned: mix the high bits of the product down.
+        let h = self.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^ (h >> 29)
+    }
+}
+
+/// (size, stack) pairs: no allocation has size `u64::MAX`.
+impl Key for (u64, u64) {
+    const EMPTY: (u64, u64) = (u64::MAX, u64::MAX);
+    fn hash(&self) -> u64 {
+        let h = (self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.1)
+            .wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 29)
+    }
+}
+
+/// The map. [`Key::EMPTY`] is never stored: inserting it does nothing.
+pub struct ProbeMap<K: Key> {
+    slots: Vec<(K, u32)>,
     len: usize,
 }
 
-const FIRST: usize = 1 << 12;
-
-fn hash(addr: u64) -> u64 {
-    // Blocks are 8- or 16-aligned: mix the high bits of the product down.
-    let h = addr.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^ (h >> 29)
+impl<K: Key> Default for ProbeMap<K> {
+    fn default() -> Self {
+        ProbeMap {
+            slots: Vec::new(),
+            len: 0,
+        }
+    }
 }
 
-impl LiveMap {
+/// The live blocks: address → allocation info.
+pub type LiveMap = ProbeMap<u64>;
+
+const FIRST: usize = 1 << 12;
+
+impl<K: Key> ProbeMap<K> {
     fn mask(&self) -> usize {
         self.slots.len() - 1
     }
 
-    /// Starts loading the slot `addr` hashes to into the cache. A hint: no effect on
+    /// Starts loading the slot `key` hashes to into the cache. A hint: no effect on
     /// results.
     #[inline]
-    pub fn prefetch(&self, addr: u64) {
+    pub fn prefetch(&self, key: K) {
         if self.slots.is_empty() {
             return;
         }
-        let p = &self.slots[hash(addr) as usize & self.mask()] as *const (u64, u32);
+        let p = &self.slots[key.hash() as usize & self.mask()] as *const (K, u32);
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch hint on an address inside the table; it never faults.
         unsafe {
@@ -49,23 +83,23 @@ impl LiveMap {
         let _ = p;
     }
 
-    /// Records `addr` as live with `info`; the info it was live with before, if it was.
-    pub fn insert(&mut self, addr: u64, info: u32) -> Option<u32> {
-        if addr == 0 {
+    /// Maps `key` (a block's address) to `info`; the value it had before, if any.
+    pub fn insert(&mut self, key: K, info: u32) -> Option<u32> {
+        if key == K::EMPTY {
             return None;
         }
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             self.grow();
         }
         let mask = self.mask();
-        let mut i = hash(addr) as usize & mask;
+        let mut i = key.hash() as usize & mask;
         loop {
             let s = &mut self.slots[i];
-            if s.0 == addr {
+            if s.0 == key {
                 return Some(core::mem::replace(&mut s.1, info));
             }
-            if s.0 == 0 {
-                *s = (addr, info);
+            if s.0 == K::EMPTY {
+                *s = (key, info);
                 self.len += 1;
                 return None;
             }
@@ -73,19 +107,38 @@ impl LiveMap {
         }
     }
 
-    /// Forgets `addr`; the info it was live with, if it was.
-    pub fn remove(&mut self, addr: u64) -> Option<u32> {
-        if addr == 0 || self.slots.is_empty() {
+    /// The value of `key`, if it has one.
+    pub fn get(&self, key: K) -> Option<u32> {
+        if key == K::EMPTY || self.slots.is_empty() {
             return None;
         }
         let mask = self.mask();
-        let mut i = hash(addr) as usize & mask;
+        let mut i = key.hash() as usize & mask;
         loop {
-            let s = self.slots[i];
-            if s.0 == 0 {
+            let s = &self.slots[i];
+            if s.0 == key {
+                return Some(s.1);
+            }
+            if s.0 == K::EMPTY {
                 return None;
             }
-            if s.0 == addr {
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Forgets `key` (a block's address); the value it had, if any.
+    pub fn remove(&mut self, key: K) -> Option<u32> {
+        if key == K::EMPTY || self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.mask();
+        let mut i = key.hash() as usize & mask;
+        loop {
+            let s = self.slots[i];
+            if s.0 == K::EMPTY {
+                return None;
+            }
+            if s.0 == key {
                 break;
             }
             i = (i + 1) & mask;
@@ -97,22 +150,22 @@ impl LiveMap {
         let mut j = (i + 1) & mask;
         loop {
             let s = self.slots[j];
-            if s.0 == 0 {
+            if s.0 == K::EMPTY {
                 break;
             }
-            let home = hash(s.0) as usize & mask;
+            let home = s.0.hash() as usize & mask;
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
                 self.slots[hole] = s;
                 hole = j;
             }
             j = (j + 1) & mask;
         }
-        self.slots[hole] = (0, 0);
+        self.slots[hole] = (K::EMPTY, 0);
         self.len -= 1;
         Some(info)
     }
 
-    /// Live blocks.
+    /// Keys held (live blocks).
     pub fn len(&self) -> usize {
         self.len
     }
@@ -122,7 +175,7 @@ impl LiveMap {
     /// caller bounds the map's size, it does not choose. They are drawn all over the table on
     /// purpose: removing them in a sweep would empty one band of the table while insertions
     /// fill the rest, until every probe runs to the band (a Ninja run took minutes).
-    pub fn evict(&mut self, n: usize, rng: &mut u64, out: &mut Vec<(u64, u32)>) {
+    pub fn evict(&mut self, n: usize, rng: &mut u64, out: &mut Vec<(K, u32)>) {
         out.clear();
         let mask = match self.slots.len() {
             0 => return,
@@ -135,7 +188,7 @@ impl LiveMap {
             x ^= x << 17;
             *rng = x;
             let mut i = x as usize & mask;
-            while self.slots[i].0 == 0 {
+            while self.slots[i].0 == K::EMPTY {
                 i = (i + 1) & mask;
             }
             let (addr, info) = self.slots[i];
@@ -145,16 +198,16 @@ impl LiveMap {
     }
 
     /// Every live block as (address, info), in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.slots.iter().copied().filter(|s| s.0 != 0)
+    pub fn iter(&self) -> impl Iterator<Item = (K, u32)> + '_ {
+        self.slots.iter().copied().filter(|s| s.0 != K::EMPTY)
     }
 
     fn grow(&mut self) {
         let cap = (self.slots.len() * 2).max(FIRST);
-        let old = std::mem::replace(&mut self.slots, vec![(0, 0); cap]);
+        let old = std::mem::replace(&mut self.slots, vec![(K::EMPTY, 0); cap]);
         self.len = 0;
         for (addr, info) in old {
-            if addr != 0 {
+            if addr != K::EMPTY {
                 self.insert(addr, info);
             }
         }
@@ -238,5 +291,29 @@ mod tests {
         assert_eq!(m.len(), 0);
         assert_eq!(m.remove(0), None);
         assert_eq!(m.insert(0, 1), None);
+    }
+
+    #[test]
+    fn pair_keys_agree_with_a_hash_map() {
+        let mut m = ProbeMap::<(u64, u64)>::default();
+        let mut reference = HashMap::new();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..100_000u32 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let key = (rng % 64 * 16, rng / 64 % 300);
+            match rng % 4 {
+                0 => assert_eq!(m.remove(key), reference.remove(&key)),
+                1 => assert_eq!(m.get(key), reference.get(&key).copied()),
+                _ => {
+                    m.prefetch(key);
+                    assert_eq!(m.insert(key, i), reference.insert(key, i));
+                }
+            }
+            assert_eq!(m.len(), reference.len());
+        }
+        assert_eq!(m.insert(<(u64, u64)>::EMPTY, 1), None);
+        assert_eq!(m.get(<(u64, u64)>::EMPTY), None);
     }
 }
