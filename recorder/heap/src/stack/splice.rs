@@ -46,9 +46,11 @@ struct Step {
     /// [`Trace`]: reads of this step and every outer one (`reads[..upto]`); [`Fresh`]:
     /// reads made before this step.
     reads: u32,
-    /// [`Trace`]: whether none of those reads failed.
+    /// Whether none of the reads failed: [`Trace`]: of this step and every outer one;
+    /// [`Fresh`]: of this step (kept as they come, so that [`Trace::keep`] copies reads in
+    /// blocks).
     clean: bool,
-    /// [`Trace`]: the lowest address among those reads.
+    /// The lowest address among those reads.
     low: u64,
 }
 
@@ -61,41 +63,48 @@ const NO_STEP: Step = Step {
     low: u64::MAX,
 };
 
-/// Stack words read, as (address, value), with the failed reads marked.
+/// One stack word read: where, what it held, and whether the read failed (then `value` is
+/// 0).
+#[derive(Clone, Copy)]
+struct Word {
+    addr: u64,
+    value: u64,
+    failed: bool,
+}
+
+/// Stack words read, in order: one store per read, and a frame's reads move as a block.
 struct Words {
-    words: [(u64, u64); READS],
-    failed: [u64; READS / 64],
+    words: [Word; READS],
     n: usize,
 }
 
 impl Words {
     const fn new() -> Words {
         Words {
-            words: [(0, 0); READS],
-            failed: [0; READS / 64],
+            words: [Word {
+                addr: 0,
+                value: 0,
+                failed: false,
+            }; READS],
             n: 0,
         }
     }
 
     fn get(&self, i: usize) -> (u64, Result<u64, ()>) {
-        let (a, v) = self.words[i];
-        let failed = self.failed[i / 64] & (1 << (i % 64)) != 0;
-        (a, if failed { Err(()) } else { Ok(v) })
+        let w = self.words[i];
+        (w.addr, if w.failed { Err(()) } else { Ok(w.value) })
     }
 
     /// Appends a read; false when full.
     fn push(&mut self, addr: u64, got: Result<u64, ()>) -> bool {
-        let i = self.n;
-        if i >= READS {
+        let Some(w) = self.words.get_mut(self.n) else {
             return false;
-        }
-        self.words[i] = (addr, got.unwrap_or(0));
-        let bit = 1 << (i % 64);
-        if got.is_err() {
-            self.failed[i / 64] |= bit;
-        } else {
-            self.failed[i / 64] &= !bit;
-        }
+        };
+        *w = Word {
+            addr,
+            value: got.unwrap_or(0),
+            failed: got.is_err(),
+        };
         self.n += 1;
         true
     }
@@ -145,10 +154,14 @@ impl Fresh {
         self.n += 1;
     }
 
-    /// Notes one read and what the unwinder got.
+    /// Notes one read (of the step noted last) and what the unwinder got.
     pub fn read(&mut self, addr: u64, got: Result<u64, ()>) {
         if !self.reads.push(addr, got) {
             self.fits = false;
+        }
+        if let Some(s) = self.n.checked_sub(1).and_then(|i| self.steps.get_mut(i)) {
+            s.clean &= got.is_ok();
+            s.low = s.low.min(addr);
         }
     }
 }
@@ -215,19 +228,20 @@ impl Trace {
             self.valid = false;
             return;
         }
-        self.reads.n = from;
+        let mut to = from;
+        self.reads.n = to;
         for i in (0..fresh.n).rev() {
             let s = fresh.steps[i];
             let until = match fresh.steps.get(i + 1) {
                 Some(next) if i + 1 < fresh.n => next.reads as usize,
                 _ => fresh.reads.n,
             };
-            for r in s.reads as usize..until {
-                let (a, got) = fresh.reads.get(r);
-                self.reads.push(a, got);
-                clean &= got.is_ok();
-                low = low.min(a);
-            }
+            let block = &fresh.reads.words[s.reads as usize..until];
+            self.reads.words[to..to + block.len()].copy_from_slice(block);
+            to += block.len();
+            self.reads.n = to;
+            clean &= s.clean;
+            low = low.min(s.low);
             self.steps[n] = Step {
                 reads: self.reads.n as u32,
                 clean,
@@ -330,7 +344,11 @@ impl Finder {
         if s.clean && s.low >= sp {
             // Inner words first: they change most.
             for i in (0..upto).rev() {
-                let (a, then) = t.reads.words[i];
+                let Word {
+                    addr: a,
+                    value: then,
+                    ..
+                } = t.reads.words[i];
                 // SAFETY: the read succeeded on a thread with the same stack bounds (so `a` is
                 // an aligned word below the stack's top) and `a` is at or above this
                 // thread's stack pointer at the hook's entry: inside the live stack.
