@@ -228,27 +228,15 @@ pub fn capture(
     let (trace, fresh) = (&mut *m.trace, &mut *m.fresh);
     fresh.start();
     let mut finder = splice::Finder::new(trace);
-    let mut n = 0;
     let mut cut = None;
-    let mut unknown = None;
     let own = m.own.clone();
-    let (ranges, hint) = (&m.ranges, &m.hint);
-    // Puts a frame into `out` unless it is the interposer's own; false when `out` is full.
-    let mut emit = |ip: u64, foreign: bool, cut: &mut Option<u64>| -> bool {
-        if own.contains(&ip) {
-            return true;
-        }
-        if n >= out.len() {
-            *cut = Some(cut_short::TOO_DEEP);
-            return false;
-        }
-        if foreign && unknown.is_none() {
-            unknown = Some(ip);
-        }
-        out[n] = ip;
-        n += 1;
-        true
+    let mut frames = Frames {
+        out,
+        n: 0,
+        unknown: None,
+        own: own.clone(),
     };
+    let (ranges, hint) = (&m.ranges, &m.hint);
     let mut addr = FrameAddress::from_instruction_pointer(pc);
     // Where the unwind met the trace, and whether it ran to its end.
     let mut met = None;
@@ -268,20 +256,16 @@ pub fn capture(
                 }
                 cut = trace.end();
                 m.stats.spliced_frames += p as u64 + 1;
-                for (ip, foreign) in trace.frames_from(p) {
-                    if !emit(ip, foreign, &mut cut) {
-                        break;
-                    }
-                }
+                frames.splice(trace, p, &mut cut);
                 break;
             }
         }
         let foreign = is_return && !known_in(ranges, hint, at);
         if splice {
-            fresh.step(at, foreign, state);
+            fresh.step(at, foreign, own.contains(&at), state);
         }
         // The first frame is inside `capture` itself (or the hook's entry): not a caller.
-        if is_return && !emit(at, foreign, &mut cut) {
+        if is_return && !frames.push(at, foreign, &mut cut) {
             whole = false;
             break;
         }
@@ -321,7 +305,55 @@ pub fn capture(
         trace.keep(fresh, bounds, met, cut);
     }
     m.stats.checked += finder.checked;
-    (n, unknown, cut)
+    (frames.n, frames.unknown, cut)
+}
+
+/// The frames of an unwind as they are put into the caller's buffer.
+struct Frames<'a> {
+    out: &'a mut [u64],
+    n: usize,
+    /// The first frame outside every known module.
+    unknown: Option<u64>,
+    /// The interposer's own code, whose frames are left out.
+    own: Range<u64>,
+}
+
+impl Frames<'_> {
+    /// Puts a frame into `out` unless it is the interposer's own; false (and `cut` says
+    /// so) when `out` is full.
+    fn push(&mut self, ip: u64, foreign: bool, cut: &mut Option<u64>) -> bool {
+        if self.own.contains(&ip) {
+            return true;
+        }
+        let Some(slot) = self.out.get_mut(self.n) else {
+            *cut = Some(cut_short::TOO_DEEP);
+            return false;
+        };
+        if foreign && self.unknown.is_none() {
+            self.unknown = Some(ip);
+        }
+        *slot = ip;
+        self.n += 1;
+        true
+    }
+
+    /// Puts the frames of `trace` from frame `p` outwards: mostly each is plain, and they
+    /// go in one copy; else each goes through [`Frames::push`].
+    fn splice(&mut self, trace: &splice::Trace, p: usize, cut: &mut Option<u64>) {
+        let room = self.out.get_mut(self.n..).unwrap_or_default();
+        if let Some(k) = trace.copy_plain(p, room) {
+            self.n += k;
+            if k <= p {
+                *cut = Some(cut_short::TOO_DEEP);
+            }
+            return;
+        }
+        for (ip, foreign) in trace.frames_from(p) {
+            if !self.push(ip, foreign, cut) {
+                break;
+            }
+        }
+    }
 }
 
 /// Which of [`CACHES`] rule caches serves frame address `addr`: a hash independent of the

@@ -43,6 +43,9 @@ struct Step {
     regs: Regs,
     /// `addr` lies outside every known module.
     foreign: bool,
+    /// An address emitted as it is: in a known module and not the interposer's own.
+    /// [`Trace`]: of this step and every outer one.
+    plain: bool,
     /// [`Trace`]: reads of this step and every outer one (`reads[..upto]`); [`Fresh`]:
     /// reads made before this step.
     reads: u32,
@@ -58,6 +61,7 @@ const NO_STEP: Step = Step {
     addr: 0,
     regs: [0; 3],
     foreign: false,
+    plain: true,
     reads: 0,
     clean: true,
     low: u64::MAX,
@@ -137,9 +141,9 @@ impl Fresh {
         self.fits = true;
     }
 
-    /// Notes that the unwinder is at frame `addr` (`foreign`: outside every known module)
-    /// with registers `regs`.
-    pub fn step(&mut self, addr: u64, foreign: bool, regs: Regs) {
+    /// Notes that the unwinder is at frame `addr` (`foreign`: outside every known module;
+    /// `own`: in the interposer) with registers `regs`.
+    pub fn step(&mut self, addr: u64, foreign: bool, own: bool, regs: Regs) {
         if self.n >= FRAMES {
             self.fits = false;
             return;
@@ -148,6 +152,7 @@ impl Fresh {
             addr,
             regs,
             foreign,
+            plain: !foreign && !own,
             reads: self.reads.n as u32,
             ..NO_STEP
         };
@@ -213,12 +218,12 @@ impl Trace {
             self.valid = false;
             return;
         }
-        let (mut n, from, mut clean, mut low) = match at {
+        let (mut n, from, mut clean, mut low, mut plain) = match at {
             Some(p) => {
                 let s = &self.steps[p];
-                (p + 1, s.reads as usize, s.clean, s.low)
+                (p + 1, s.reads as usize, s.clean, s.low, s.plain)
             }
-            None => (0, 0, true, u64::MAX),
+            None => (0, 0, true, u64::MAX, true),
         };
         if at.is_none() {
             self.end = end;
@@ -242,10 +247,12 @@ impl Trace {
             self.reads.n = to;
             clean &= s.clean;
             low = low.min(s.low);
+            plain &= s.plain;
             self.steps[n] = Step {
                 reads: self.reads.n as u32,
                 clean,
                 low,
+                plain,
                 ..s
             };
             n += 1;
@@ -257,6 +264,21 @@ impl Trace {
     /// How the remembered unwind ended.
     pub fn end(&self) -> Option<u64> {
         self.end
+    }
+
+    /// Copies the frame addresses from frame `p` outwards into `out`, as many as fit, when
+    /// every one is emitted as it is (see [`Fresh::step`]); how many it copied. `None`: some
+    /// frame needs [`Trace::frames_from`]'s look at each.
+    pub fn copy_plain(&self, p: usize, out: &mut [u64]) -> Option<usize> {
+        if !self.steps[p].plain {
+            return None;
+        }
+        let mut k = 0;
+        for (o, s) in out.iter_mut().zip(self.steps[..=p].iter().rev()) {
+            *o = s.addr;
+            k += 1;
+        }
+        Some(k)
     }
 
     /// The frame addresses from frame `p` outwards, each with whether it lies outside every
@@ -389,12 +411,12 @@ mod tests {
         };
         let mut f = Fresh::new();
         f.start();
-        f.step(0x1000, false, [0, base, 1]);
+        f.step(0x1000, false, false, [0, base, 1]);
         f.read(base, raw(base));
-        f.step(0x2000, false, [0, base + 8, 2]);
+        f.step(0x2000, false, false, [0, base + 8, 2]);
         f.read(base + 16, raw(base + 16));
         f.read(base + 64, Err(()));
-        f.step(0x3000, true, [0, base + 24, 3]);
+        f.step(0x3000, true, false, [0, base + 24, 3]);
         f.read(base + 24, raw(base + 24));
         let mut t = Trace::new();
         t.keep(&f, bounds, None, None);
@@ -424,7 +446,7 @@ mod tests {
         assert_eq!(all(&t, 1).1, 3);
         // Another inner frame spliced on: kept, the outer part stays.
         f.start();
-        f.step(0x1500, false, [0, base, 9]);
+        f.step(0x1500, false, false, [0, base, 9]);
         f.read(base, raw(base));
         t.keep(&f, bounds, Some(1), None);
         assert_eq!(t.n, 3);
