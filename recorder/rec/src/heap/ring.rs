@@ -499,7 +499,7 @@ mod tests {
                 path: path.to_vec(),
             })]
         );
-        ev[5] = module::sizes(5, 4, path.len());
+        ev[5] = module::sizes(5, 9, path.len());
         put(&r, &ev);
         assert!(!r.drain(|_| {}));
         // An unknown long kind is a malformed ring: the drain stops.
