@@ -73,8 +73,11 @@ struct Proc {
     /// The process runs its code emulated: its modules come from its interposer.
     emulated: bool,
     /// Emulated: the module last written at each (start, end, pgoff), by path and build-id.
-    described: HashMap<(u64, u64, u64), (Vec<u8>, Vec<u8>)>,
+    described: HashMap<(u64, u64, u64), Described>,
 }
+
+/// A module rec wrote for an emulated process: its path and build-id.
+type Described = (Vec<u8>, Vec<u8>);
 
 /// Where the heap side's output goes: records in file order, and heap events, which the
 /// writer encodes without building a record each (see `FrameWriter::heap_alloc`).
