@@ -186,7 +186,6 @@ fn prot_of(flags: u32) -> u64 {
 /// guest's program; a relative name is made absolute with the working directory. `None` for
 /// a name without a directory (the vDSO's `linux-vdso.so.1`).
 fn path_of(name: *const c_char, phdrs: &[Phdr]) -> Option<Vec<u8>> {
-    let mut buf = [0u8; crossprof_heap_wire::module::MAX_PATH];
     // SAFETY: getauxval has no preconditions.
     let main = unsafe { libc::getauxval(libc::AT_PHDR) } as usize == phdrs.as_ptr() as usize;
     let name: &[u8] = if name.is_null() {
@@ -195,19 +194,18 @@ fn path_of(name: *const c_char, phdrs: &[Phdr]) -> Option<Vec<u8>> {
         // SAFETY: the loader's NUL-terminated name of a loaded module.
         unsafe { core::ffi::CStr::from_ptr(name) }.to_bytes()
     };
-    if main || name.is_empty() {
-        if !main {
-            return None;
-        }
-        // SAFETY: a plain system call into a local buffer of the given size.
-        let n = unsafe {
-            libc::readlink(
-                c"/proc/self/exe".as_ptr(),
-                buf.as_mut_ptr() as *mut c_char,
-                buf.len(),
-            )
-        };
-        return (n > 0).then(|| buf[..n as usize].to_vec());
+    if main {
+        return with_path_buffer(|buf| {
+            // SAFETY: a plain system call into a buffer of the given size.
+            let n = unsafe {
+                libc::readlink(
+                    c"/proc/self/exe".as_ptr(),
+                    buf.as_mut_ptr() as *mut c_char,
+                    buf.len(),
+                )
+            };
+            (n > 0).then(|| buf[..n as usize].to_vec())
+        });
     }
     if name.first() == Some(&b'/') {
         return Some(name.to_vec());
@@ -215,17 +213,27 @@ fn path_of(name: *const c_char, phdrs: &[Phdr]) -> Option<Vec<u8>> {
     if !name.contains(&b'/') {
         return None;
     }
-    // SAFETY: getcwd writes at most buf.len() bytes, NUL included.
-    let cwd = unsafe { libc::getcwd(buf.as_mut_ptr() as *mut c_char, buf.len()) };
-    if cwd.is_null() {
-        return Some(name.to_vec());
-    }
-    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let mut path = Vec::with_capacity(n + 1 + name.len());
-    path.extend_from_slice(&buf[..n]);
-    path.push(b'/');
-    path.extend_from_slice(name.strip_prefix(b"./").unwrap_or(name));
-    Some(path)
+    with_path_buffer(|buf| {
+        // SAFETY: getcwd writes at most buf.len() bytes, NUL included.
+        let cwd = unsafe { libc::getcwd(buf.as_mut_ptr() as *mut c_char, buf.len()) };
+        if cwd.is_null() {
+            return Some(name.to_vec());
+        }
+        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        let mut path = Vec::with_capacity(n + 1 + name.len());
+        path.extend_from_slice(&buf[..n]);
+        path.push(b'/');
+        path.extend_from_slice(name.strip_prefix(b"./").unwrap_or(name));
+        Some(path)
+    })
+}
+
+/// Runs `f` with a path-sized buffer on the stack, in a frame of its own: the common case
+/// (an absolute name, inside an allocation) does not take 4 KiB of the thread's stack.
+#[inline(never)]
+fn with_path_buffer<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let mut buf = [0u8; crossprof_heap_wire::module::MAX_PATH];
+    f(&mut buf)
 }
 
 /// The GNU build-id in the module's notes (read in place), empty when it has none.
