@@ -61,6 +61,7 @@
 
 extern crate alloc;
 
+mod announce;
 pub mod arena;
 pub mod attach;
 mod dl;

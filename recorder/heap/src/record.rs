@@ -22,6 +22,7 @@ use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossprof_heap_wire::kind;
 
+use crate::announce;
 use crate::lock::Lock;
 use crate::stack::{self, InternFailed, Memo, Modules, Scratch};
 use crate::transport::{NoRing, Producer};
@@ -39,6 +40,8 @@ pub(crate) struct State {
     off: bool,
     trie: Trie,
     pub(crate) modules: Option<Modules>,
+    /// The modules as described to rec (for emulated processes, see `crate::announce`).
+    pub(crate) described: announce::List,
     /// Whole unwinds remembered by their entry registers and the stack words they read.
     pub(crate) memo: Memo,
     /// The trie generation the memo's ids belong to.
@@ -56,6 +59,7 @@ static STATE: Global = Global(UnsafeCell::new(State {
     off: false,
     trie: Trie::new(),
     modules: None,
+    described: announce::List::new(),
     memo: Memo::new(),
     memo_trie: 0,
     scratch: Scratch::new(),
@@ -134,6 +138,7 @@ const REALLOC: u8 = 0xff;
 pub fn init() {
     crate::real::resolve();
     thread::pass_through(stack::find::resolve);
+    thread::pass_through(announce::resolve);
     if crate::attach::setting(crossprof_heap_wire::ENV_SOCKET).is_none() {
         ACTIVE.store(false, Ordering::Release);
         return;
@@ -289,27 +294,27 @@ pub(crate) fn stack_of(
     bounds: (usize, usize),
 ) -> Result<u64, InternFailed> {
     let Some(m) = st.modules.as_mut() else {
-        return intern(&mut st.trie, &mut st.producer, tid, &[]);
+        return intern(&mut st.trie, &mut st.producer, &mut st.described, tid, &[]);
     };
     if st.trie.generation() != st.memo_trie {
         st.memo.invalidate();
         st.scratch.invalidate();
         st.memo_trie = st.trie.generation();
     }
-    let (trie, producer) = (&mut st.trie, &mut st.producer);
+    let (trie, producer, described) = (&mut st.trie, &mut st.producer, &mut st.described);
     let found = stack::stack_id(at, m, &mut st.memo, &mut st.scratch, bounds, |ips| {
-        intern(trie, producer, tid, ips)
+        intern(trie, producer, described, tid, ips)
     });
     match found {
         Ok((_, Some(ip))) if adopt(st, ip, tid, sys::now_ns()) => {
             // The stack met a module loaded since the list was built, now known: unwind
             // again, so that this allocation gets its whole stack too.
             let Some(m) = st.modules.as_mut() else {
-                return intern(&mut st.trie, &mut st.producer, tid, &[]);
+                return intern(&mut st.trie, &mut st.producer, &mut st.described, tid, &[]);
             };
-            let (trie, producer) = (&mut st.trie, &mut st.producer);
+            let (trie, producer, described) = (&mut st.trie, &mut st.producer, &mut st.described);
             stack::stack_id(at, m, &mut st.memo, &mut st.scratch, bounds, |ips| {
-                intern(trie, producer, tid, ips)
+                intern(trie, producer, described, tid, ips)
             })
             .map(|(leaf, _)| leaf)
         }
@@ -317,17 +322,20 @@ pub(crate) fn stack_of(
     }
 }
 
-/// Interns a stack (innermost first), sending the nodes that are new; its leaf id.
+/// Interns a stack (innermost first), sending the nodes that are new, each after the
+/// module that holds it when rec has not been told of that one yet ([`announce::List::cover`]);
+/// its leaf id.
 fn intern(
     trie: &mut Trie,
     producer: &mut Option<Producer>,
+    described: &mut announce::List,
     tid: u32,
     ips: &[u64],
 ) -> Result<u64, InternFailed> {
     trie.intern_stack(ips, |id, parent, ip| {
-        producer
-            .as_mut()
-            .is_some_and(|p| p.node(tid, id, parent, ip))
+        producer.as_mut().is_some_and(|p| {
+            described.cover(p, tid, sys::now_ns(), ip) && p.node(tid, id, parent, ip)
+        })
     })
     .map_err(|_| InternFailed)
 }
@@ -343,7 +351,7 @@ fn alloc_event(
     size: u64,
     ips: &[u64],
 ) -> bool {
-    match intern(&mut st.trie, &mut st.producer, tid, ips) {
+    match intern(&mut st.trie, &mut st.producer, &mut st.described, tid, ips) {
         Ok(leaf) => finish_alloc(st, tid, time, old, addr, size, leaf),
         Err(InternFailed) => false,
     }
@@ -372,7 +380,12 @@ fn connect(st: &mut State) -> bool {
         return false;
     }
     match Producer::connect() {
-        Ok(p) => {
+        Ok(mut p) => {
+            // A new ring (the process's first, or a fork child's): rec learns the modules.
+            if !st.described.send(&mut p, thread::tid(), sys::now_ns()) {
+                stop(st);
+                return false;
+            }
             st.producer = Some(p);
             true
         }

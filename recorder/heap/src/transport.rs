@@ -10,7 +10,8 @@
 use core::sync::atomic::Ordering;
 
 use crossprof_heap_wire::{
-    kind, short_alloc, short_free, Hello, RingHeader, Word, DEFAULT_DATA_BYTES, HEADER_BYTES, MAGIC,
+    kind, module, short_alloc, short_free, Hello, RingHeader, Word, DEFAULT_DATA_BYTES,
+    HEADER_BYTES, MAGIC,
 };
 
 use crate::sys;
@@ -161,6 +162,46 @@ impl Producer {
     /// Tells rec that the modules changed.
     pub fn maps(&mut self, tid: u32, time: u64) -> bool {
         self.long(kind::MAPS, tid, [time])
+    }
+
+    /// Whether rec (still) wants module events from this process (see the wire crate's
+    /// `module`): until it has looked at the process, and then if it is emulated.
+    pub fn modules_wanted(&self) -> bool {
+        self.header().modules.load(Ordering::Relaxed) != module::UNWANTED
+    }
+
+    /// Describes one executable segment of a loaded module ([`kind::MODULE`]): `head` is
+    /// (time, start, length, file offset, protection); the build-id and the path are cut to
+    /// their maxima. Plain stores into the ring, as every event.
+    pub fn module(&mut self, tid: u32, head: [u64; 5], build_id: &[u8], path: &[u8]) -> bool {
+        let id = &build_id[..build_id.len().min(module::MAX_BUILD_ID)];
+        let path = &path[..path.len().min(module::MAX_PATH)];
+        let n = module::payload_words(id.len(), path.len());
+        let bytes = 8 * (1 + n as u64);
+        let Some(w) = self.reserve(bytes) else {
+            return false;
+        };
+        let [time, start, len, pgoff, prot] = head;
+        let words = [
+            time,
+            start,
+            len,
+            pgoff,
+            module::sizes(prot as u32, id.len(), path.len()),
+        ];
+        let tail = (0..module::words_for(id.len()))
+            .map(|i| module::pack(id, i))
+            .chain((0..module::words_for(path.len())).map(|i| module::pack(path, i)));
+        // SAFETY: reserve made [w, w + 1 + n) free and inside the data area.
+        unsafe {
+            *w = Word::with_words(kind::MODULE, tid, n).0;
+            for (i, v) in words.into_iter().chain(tail).enumerate() {
+                *w.add(1 + i) = v;
+            }
+        }
+        self.tid = tid;
+        self.publish(bytes);
+        true
     }
 
     /// Writes the thread and the time of the next event when they changed.
@@ -335,6 +376,7 @@ fn send_hello(name: &[u8], fd: i32, map_bytes: usize) -> Result<(), i32> {
             pid: sys::getpid(),
             ppid: libc::getppid() as u32,
             map_bytes: map_bytes as u64,
+            code: send_hello as *const () as usize as u64,
         }
         .to_bytes();
         let mut iov = libc::iovec {

@@ -6,6 +6,7 @@
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::{active, state, stop, write_pending, State, LOCK, OWN_END, OWN_START};
+use crate::announce;
 use crate::stack::{self, Modules};
 use crate::{sys, thread};
 
@@ -38,19 +39,22 @@ pub(super) fn ensure_modules(tid: u32) {
         return;
     }
     let fresh = stack::rescan();
+    let described = announce::List::take();
     LOCK.lock(tid);
     // SAFETY: LOCK is held.
     let st = unsafe { state() };
     // Two threads may race here (a library initializer that starts a thread): one list wins.
-    let spare = if st.modules.is_none() {
+    let (spare, spare_described) = if st.modules.is_none() {
         install_modules(st, fresh);
-        None
+        // Sent when the ring connects (this runs before the first one does).
+        (None, core::mem::replace(&mut st.described, described))
     } else {
-        Some(fresh)
+        (Some(fresh), described)
     };
     HAVE_MODULES.store(true, Ordering::Release);
     LOCK.unlock();
     drop(spare);
+    drop(spare_described);
 }
 
 /// Adds the module that holds `ip` (an address a stack met outside every known module) to
@@ -105,17 +109,26 @@ fn rescan_now(tid: u32, now: u64) {
         None => return,
     }
     let fresh = stack::rescan();
+    let described = announce::List::take();
     LOCK.lock(tid);
     // SAFETY: LOCK is held.
     let st = unsafe { state() };
     let old = install_modules(st, fresh);
+    let old_described = core::mem::replace(&mut st.described, described);
     HAVE_MODULES.store(true, Ordering::Release);
     let ok = st.producer.as_mut().is_none_or(|p| p.maps(tid, now));
+    let described = &st.described;
+    let ok = ok
+        && st
+            .producer
+            .as_mut()
+            .is_none_or(|p| described.send(p, tid, now));
     if !(ok && (st.producer.is_none() || write_pending(st))) {
         stop(st);
     }
     LOCK.unlock();
     drop(old);
+    drop(old_described);
     thread::leave();
 }
 

@@ -27,6 +27,11 @@
 //! Early wake-up: when the ring passes half full, the producer rings [`RingHeader::bell`]
 //! and sends `SIGURG` (ignored by default, so harmless to anything but rec) to rec's pid.
 //!
+//! Module lists: the interposer also describes the modules it sees loaded ([`kind::MODULE`],
+//! one event per executable segment, see [`module`]), at start and when they change. `rec`
+//! needs them only for a process whose own maps do not show the code it runs (an emulated
+//! one, under qemu-user); it says in [`RingHeader::modules`] whether it wants them.
+//!
 //! Backpressure instead of loss: when the ring is full the producer sets `waiters` and waits
 //! on the `seq` futex (with a timeout), which `rec` bumps and wakes after every drain. If
 //! `rec` is gone (its pid in [`ENV_REC_PID`] no longer exists, or it set `closed`), the
@@ -45,7 +50,7 @@ pub const ENV_REC_PID: &str = "CROSSPROF_REC_PID";
 pub const ENV_SAMPLE: &str = "CROSSPROF_HEAP_SAMPLE";
 
 /// First word of the ring header and of the hello message.
-pub const MAGIC: u64 = 0x3470_6165_6870_7863; // "cxphea" + version digit 4
+pub const MAGIC: u64 = 0x3570_6165_6870_7863; // "cxphea" + version digit 5
 /// Bytes of the header page before the data area.
 pub const HEADER_BYTES: usize = 4096;
 /// Default data-area size: 2 MiB, about 60,000 allocation/free pairs; `rec` drains every
@@ -220,6 +225,10 @@ pub struct RingHeader {
     /// `SIGURG` to `rec` (which interrupts its poll), cleared by `rec` when it drains. Keeps the
     /// producer from waiting for rec's next tick.
     pub bell: AtomicU32,
+    /// Whether `rec` uses the process's [`kind::MODULE`] events: [`module::UNDECIDED`] until
+    /// it has looked at the process (the producer sends them meanwhile), then
+    /// [`module::WANTED`] or [`module::UNWANTED`] (the producer stops sending them).
+    pub modules: AtomicU32,
 }
 
 /// First-word tag of a long event (a [`Word`]).
@@ -277,12 +286,86 @@ pub mod kind {
     pub const MUNMAP: u8 = 9;
     /// The program remapped a range with `mremap`: `old, old_len, new, new_len, stack`.
     pub const MREMAP: u8 = 10;
+    /// An executable segment of a loaded module, as the process sees it: a variable number
+    /// of payload words (the count is in the header word, [`crate::Word::with_words`]),
+    /// laid out as [`crate::module`] says.
+    pub const MODULE: u8 = 11;
+}
+
+/// The payload of a [`kind::MODULE`] event: [`module::HEAD_WORDS`] words (time, start,
+/// length, file offset, then [`module::sizes`]: protection, build-id and path lengths), then
+/// the build-id's bytes and the path's bytes, each padded with zeros to whole words (native
+/// byte order, as everything in the ring: both ends run on the same machine).
+pub mod module {
+    /// Words before the bytes.
+    pub const HEAD_WORDS: usize = 5;
+    /// Longest path sent (Linux's `PATH_MAX`); a longer one is cut.
+    pub const MAX_PATH: usize = 4096;
+    /// Longest build-id sent (GNU build-ids are 20 bytes, 16 for md5 ones).
+    pub const MAX_BUILD_ID: usize = 64;
+    /// Most payload words of a module event.
+    pub const MAX_WORDS: usize = HEAD_WORDS + MAX_BUILD_ID / 8 + MAX_PATH / 8;
+
+    /// [`crate::RingHeader::modules`] before `rec` has looked at the process.
+    pub const UNDECIDED: u32 = 0;
+    /// `rec` writes the process's modules from these events.
+    pub const WANTED: u32 = 1;
+    /// `rec` has the process's modules from its maps: the events are not needed.
+    pub const UNWANTED: u32 = 2;
+
+    /// Words that hold `n` bytes.
+    pub const fn words_for(n: usize) -> usize {
+        n.div_ceil(8)
+    }
+
+    /// Payload words of a module event with a build-id of `id` bytes and a path of `path`
+    /// bytes (both within their maxima).
+    pub const fn payload_words(id: usize, path: usize) -> usize {
+        HEAD_WORDS + words_for(id) + words_for(path)
+    }
+
+    /// The fifth head word: protection bits (PROT_*), build-id length, path length.
+    pub const fn sizes(prot: u32, id: usize, path: usize) -> u64 {
+        (prot as u64 & 0xff) | (id as u64) << 8 | (path as u64) << 16
+    }
+
+    /// Splits [`sizes`]' word into (protection, build-id length, path length); `None` when
+    /// a length is over its maximum.
+    pub const fn split_sizes(w: u64) -> Option<(u32, usize, usize)> {
+        let (prot, id, path) = (
+            (w & 0xff) as u32,
+            ((w >> 8) & 0xff) as usize,
+            (w >> 16) as usize,
+        );
+        if id > MAX_BUILD_ID || path > MAX_PATH {
+            return None;
+        }
+        Some((prot, id, path))
+    }
+
+    /// Word `i` of `bytes` padded with zeros to whole words.
+    pub fn pack(bytes: &[u8], i: usize) -> u64 {
+        let mut w = [0u8; 8];
+        let from = i * 8;
+        if from < bytes.len() {
+            let n = (bytes.len() - from).min(8);
+            w[..n].copy_from_slice(&bytes[from..from + n]);
+        }
+        u64::from_ne_bytes(w)
+    }
+
+    /// Byte `i` of the bytes packed into `words` by [`pack`].
+    pub fn unpack(words: &[u64], i: usize) -> Option<u8> {
+        let w = words.get(i / 8)?;
+        Some(w.to_ne_bytes()[i % 8])
+    }
 }
 
 /// Most payload words of any long event (a [`kind::MREMAP`]).
 pub const MAX_PAYLOAD_WORDS: usize = 5;
 
-/// Payload words of each long kind; `None` for kinds that do not exist.
+/// Payload words of each long kind of a fixed size; `None` for kinds that do not exist and
+/// for [`kind::MODULE`], whose size is in its header word (see [`event_payload_words`]).
 pub const fn payload_words(kind: u8) -> Option<usize> {
     match kind {
         kind::ALLOC | kind::NODE | kind::MMAP => Some(3),
@@ -294,8 +377,21 @@ pub const fn payload_words(kind: u8) -> Option<usize> {
     }
 }
 
-/// The header word of a long event: tag 0 in bits 0..3, kind in bits 3..11, thread id in
-/// bits 32..64.
+/// Payload words of the long event whose header word is `w`: fixed per kind, or for a
+/// [`kind::MODULE`] the count in the word (`None` when over [`module::MAX_WORDS`]).
+pub const fn event_payload_words(w: Word) -> Option<usize> {
+    if w.kind() == kind::MODULE {
+        let n = w.words();
+        if n < module::HEAD_WORDS || n > module::MAX_WORDS {
+            return None;
+        }
+        return Some(n);
+    }
+    payload_words(w.kind())
+}
+
+/// The header word of a long event: tag 0 in bits 0..3, kind in bits 3..11, for a kind of
+/// variable size its payload words in bits 11..32, thread id in bits 32..64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Word(pub u64);
 
@@ -303,6 +399,15 @@ impl Word {
     /// Builds a header word.
     pub const fn new(kind: u8, tid: u32) -> Word {
         Word((kind as u64) << 3 | (tid as u64) << 32)
+    }
+    /// Builds the header word of a kind of variable size with `words` payload words (less
+    /// than 2^21).
+    pub const fn with_words(kind: u8, tid: u32, words: usize) -> Word {
+        Word(Word::new(kind, tid).0 | ((words as u64) & 0x1f_ffff) << 11)
+    }
+    /// The payload words of a kind of variable size.
+    pub const fn words(self) -> usize {
+        ((self.0 >> 11) & 0x1f_ffff) as usize
     }
     /// The first word's form: [`TAG_LONG`], [`TAG_FREE`] or [`TAG_ALLOC`].
     pub const fn tag(self) -> u64 {
@@ -330,6 +435,10 @@ pub struct Hello {
     pub ppid: u32,
     /// Bytes of the shared memory (header page plus data area).
     pub map_bytes: u64,
+    /// An address of the interposer's own code as the process sees it: `rec` looks it up in
+    /// the process's maps to tell a process that runs its code natively from an emulated one
+    /// (see [`module`]).
+    pub code: u64,
 }
 
 impl Hello {
@@ -343,6 +452,7 @@ impl Hello {
         b[8..12].copy_from_slice(&self.pid.to_ne_bytes());
         b[12..16].copy_from_slice(&self.ppid.to_ne_bytes());
         b[16..24].copy_from_slice(&self.map_bytes.to_ne_bytes());
+        b[24..32].copy_from_slice(&self.code.to_ne_bytes());
         b
     }
 
@@ -354,6 +464,7 @@ impl Hello {
             pid: u32::from_ne_bytes(w(8..12)?.try_into().ok()?),
             ppid: u32::from_ne_bytes(w(12..16)?.try_into().ok()?),
             map_bytes: u64::from_ne_bytes(w(16..24)?.try_into().ok()?),
+            code: u64::from_ne_bytes(w(24..32)?.try_into().ok()?),
         };
         (h.magic == MAGIC).then_some(h)
     }
@@ -364,6 +475,35 @@ const _: () = assert!(core::mem::size_of::<RingHeader>() <= HEADER_BYTES);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_events_carry_their_size_and_bytes() {
+        let (id, path) = (&[0xabu8; 20][..], &b"/lib/libc.so.6"[..]);
+        let n = module::payload_words(id.len(), path.len());
+        assert_eq!(n, 5 + 3 + 2);
+        let w = Word::with_words(kind::MODULE, 42, n);
+        assert_eq!((w.kind(), w.tid(), w.words()), (kind::MODULE, 42, n));
+        assert_eq!(event_payload_words(w), Some(n));
+        assert_eq!(
+            event_payload_words(Word::with_words(kind::MODULE, 1, 2)),
+            None
+        );
+        assert_eq!(
+            event_payload_words(Word::with_words(kind::MODULE, 1, module::MAX_WORDS + 1)),
+            None
+        );
+        assert_eq!(event_payload_words(Word::new(kind::FREE, 1)), Some(1));
+        assert_eq!(
+            module::split_sizes(module::sizes(5, id.len(), path.len())),
+            Some((5, 20, 14))
+        );
+        assert_eq!(module::split_sizes(module::sizes(5, 65, 1)), None);
+        let words: [u64; 2] = [module::pack(path, 0), module::pack(path, 1)];
+        let back: [u8; 14] = core::array::from_fn(|i| module::unpack(&words, i).unwrap());
+        assert_eq!(&back[..], path);
+        assert_eq!(module::unpack(&words, 15), Some(0));
+        assert_eq!(module::unpack(&words, 16), None);
+    }
 
     #[test]
     fn a_sparse_chain_decodes_to_its_registers_and_words() {
@@ -409,9 +549,11 @@ mod tests {
             pid: 7,
             ppid: 1,
             map_bytes: 4096 + 8192,
+            code: 0x4000_1234,
         };
         assert_eq!(Hello::from_bytes(&h.to_bytes()), Some(h));
-        assert_eq!(Hello::from_bytes(&[0; 24]), None);
+        assert_eq!(Hello::from_bytes(&h.to_bytes()[..24]), None);
+        assert_eq!(Hello::from_bytes(&[0; 32]), None);
         assert_eq!(Hello::from_bytes(&[0; 3]), None);
     }
 }

@@ -4,6 +4,17 @@
 //! perf cannot report them, and samples RSS (with its split by kind of mapping,
 //! [`rss_split`]).
 //!
+//! Emulated processes: a process run by qemu-user holds its guest's code as data in its maps
+//! (`r--p`, under the host's paths), so neither perf nor /proc tell where the code the stacks
+//! name lies. Its interposer describes the modules it sees loaded ([`ring::Module`]); rec
+//! writes them as the process's `Mmap` records when, and only when, the address of the
+//! interposer's own code (given in its hello) lies in no executable mapping of the process's
+//! /proc/PID/maps (read when the process connects): the kernel does not run that code, an
+//! emulator does. Natively the interposer's code always lies in one (it is running), so a
+//! native recording holds only the mappings it always held, and the interposer is told to
+//! stop sending its list ([`ring::Ring::want_modules`]). A process rec finds gone or
+//! unreadable when it connects counts as native.
+//!
 //! Trace-tree ids: the interposer numbers nodes from 1 in each process image. After an exec
 //! the same pid starts again at 1, so rec offsets a later image's ids past the largest id
 //! it saw for that pid: ids stay unique per pid, as the host expects.
@@ -29,12 +40,12 @@ pub mod sample;
 
 use std::collections::{HashMap, HashSet};
 
-use crossprof_format::{AnonMap, Comm, HeapEvent, Lost, MapOp, Record, Rss, StackNode, Task};
+use crossprof_format::{AnonMap, Comm, HeapEvent, Lost, MapOp, Mmap, Record, Rss, StackNode, Task};
 use crossprof_heap_wire::kind;
 
 use crate::procfs;
 use endpoint::Endpoint;
-use ring::{Event, Ring};
+use ring::{Event, Module, Ring};
 
 /// Where mappings come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +70,14 @@ struct Proc {
     max_id: u64,
     /// Mappings already written (procfs mode): (start, end, pgoff).
     written: HashSet<(u64, u64, u64)>,
+    /// The process runs its code emulated: its modules come from its interposer.
+    emulated: bool,
+    /// Emulated: the module last written at each (start, end, pgoff), by path and build-id.
+    described: HashMap<(u64, u64, u64), Described>,
 }
+
+/// A module rec wrote for an emulated process: its path and build-id.
+type Described = (Vec<u8>, Vec<u8>);
 
 /// Where the heap side's output goes: records in file order, and heap events, which the
 /// writer encodes without building a record each (see `FrameWriter::heap_alloc`).
@@ -147,6 +165,9 @@ impl Heap {
             let known = self.procs.contains_key(&pid);
             let p = self.procs.entry(pid).or_default();
             let id_base = p.max_id;
+            p.emulated = emulated(pid, a.hello.code);
+            p.described.clear();
+            ring.want_modules(p.emulated);
             let now = crate::clock::monotonic_ns();
             if self.source == MapsSource::Procfs {
                 if !known {
@@ -297,6 +318,7 @@ impl Heap {
                 Event::Maps { time } if source == MapsSource::Procfs => {
                     write_maps(pid, time, p, emit);
                 }
+                Event::Module(m) if p.emulated => write_module(pid, m, p, emit),
                 Event::Mapping {
                     kind: k,
                     tid,
@@ -357,6 +379,46 @@ fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn Emit) {
     }
 }
 
+/// Whether process `pid` runs the interposer's code at `code` emulated: its maps can be read
+/// and show no executable mapping there (see the module docs).
+fn emulated(pid: u32, code: u64) -> bool {
+    match procfs::maps(pid) {
+        Ok(maps) if !maps.is_empty() => !maps
+            .iter()
+            .any(|m| m.prot & libc::PROT_EXEC as u32 != 0 && m.start <= code && code < m.end),
+        _ => false,
+    }
+}
+
+/// Writes an emulated process's module segment as a mapping, unless the same module is
+/// already written at that place.
+fn write_module(pid: u32, m: Module, p: &mut Proc, emit: &mut dyn Emit) {
+    let key = (m.start, m.start.saturating_add(m.len), m.pgoff);
+    let known = p.described.get(&key);
+    if known.is_some_and(|(path, id)| *path == m.path && *id == m.build_id) {
+        return;
+    }
+    p.described
+        .insert(key, (m.path.clone(), m.build_id.clone()));
+    emit.record(Record::Mmap(Mmap {
+        time: m.time,
+        pid,
+        tid: m.tid,
+        start: m.start,
+        len: m.len,
+        pgoff: m.pgoff,
+        path: String::from_utf8_lossy(&m.path).into_owned(),
+        build_id: m.build_id,
+        prot: m.prot,
+        // The path is the emulated program's: a file of this machine by that name (if
+        // any) is another one.
+        inode: 0,
+        file_size: 0,
+        mtime: 0,
+        fingerprint: 0,
+    }));
+}
+
 /// Everything `--heap` needs before the launch: the library, a program it can be preloaded
 /// into, and the socket the interposers will connect to.
 pub fn prepare(
@@ -365,7 +427,9 @@ pub fn prepare(
     use crate::error::RecError;
     let lib = preload::find_library()?;
     if let Some(path) = crate::launch::resolve(&cmd[0]) {
-        if preload::is_static_elf(&path) {
+        // An interposer for another architecture than rec's can only be meant for a program
+        // an emulator runs (qemu-user, itself static, hands LD_PRELOAD to its guest).
+        if preload::is_static_elf(&path) && !preload::for_another_machine(&lib) {
             return Err(RecError::StaticProgram(path.display().to_string()));
         }
     }

@@ -58,6 +58,31 @@ pub fn is_static_elf(path: &Path) -> bool {
     !has_interp(&head).unwrap_or(true)
 }
 
+/// Whether the ELF file at `lib` is for another machine (`e_machine`) than rec itself: an
+/// interposer meant for an emulated program (`qemu-riscv64-static -L SYSROOT ./app` under an
+/// x86_64 rec). `false` when either cannot be read.
+pub fn for_another_machine(lib: &Path) -> bool {
+    match (elf_machine(lib), elf_machine(Path::new("/proc/self/exe"))) {
+        (Some(theirs), Some(ours)) => theirs != ours,
+        _ => false,
+    }
+}
+
+/// The `e_machine` of the ELF file at `path`.
+fn elf_machine(path: &Path) -> Option<u16> {
+    let mut head = [0u8; 20];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    if !head.starts_with(b"\x7fELF") {
+        return None;
+    }
+    let b = [head[18], head[19]];
+    Some(if head[5] == 2 {
+        u16::from_be_bytes(b)
+    } else {
+        u16::from_le_bytes(b)
+    })
+}
+
 /// Parses the program headers for PT_INTERP. `None` when they are not in `elf`.
 pub fn has_interp(elf: &[u8]) -> Option<bool> {
     let class64 = *elf.get(4)? == 2;
@@ -124,6 +149,21 @@ mod tests {
         assert_eq!(has_interp(b"\x7fELF"), None);
         assert!(!is_static_elf(Path::new("/no/such/file")));
         assert!(!is_static_elf(Path::new("/bin/sh")) || !Path::new("/bin/sh").exists());
+    }
+
+    #[test]
+    fn an_interposer_is_for_another_machine_only_when_its_elf_says_so() {
+        assert!(!for_another_machine(Path::new("/proc/self/exe")));
+        assert!(!for_another_machine(Path::new("/no/such/file")));
+        let dir = std::env::temp_dir().join(format!("crossprof-machine-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut elf = std::fs::read("/proc/self/exe").unwrap();
+        elf.truncate(64);
+        elf[18..20].copy_from_slice(&243u16.to_le_bytes()); // EM_RISCV
+        let lib = dir.join("lib.so");
+        std::fs::write(&lib, &elf).unwrap();
+        assert!(for_another_machine(&lib));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,15 +6,15 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
 use crossprof_heap_wire::{
-    kind, payload_words, RingHeader, Word, HEADER_BYTES, MAGIC, MAX_PAYLOAD_WORDS, SHORT_SIZE_MAX,
-    TAG_ALLOC, TAG_FREE, TAG_LONG, TAG_MASK,
+    event_payload_words, kind, module, RingHeader, Word, HEADER_BYTES, MAGIC, MAX_PAYLOAD_WORDS,
+    SHORT_SIZE_MAX, TAG_ALLOC, TAG_FREE, TAG_LONG, TAG_MASK,
 };
 
 /// Largest data area accepted from a producer (it says its own size; rec maps what it says).
 const MAX_DATA_BYTES: u64 = 64 << 20;
 
 /// One decoded event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// An allocation.
     Alloc {
@@ -63,6 +63,56 @@ pub enum Event {
         /// The kind's payload words, zeros past them.
         words: [u64; MAX_PAYLOAD_WORDS],
     },
+    /// An executable segment of a module the process has loaded, as it sees it (see the
+    /// wire crate's `module`).
+    Module(Module),
+}
+
+/// A [`kind::MODULE`] event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    /// Thread.
+    pub tid: u32,
+    /// Monotonic ns.
+    pub time: u64,
+    /// First address of the segment (page-aligned as a mapping).
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset mapped at `start`.
+    pub pgoff: u64,
+    /// Protection bits (PROT_*).
+    pub prot: u32,
+    /// GNU build-id, empty when the module has none.
+    pub build_id: Vec<u8>,
+    /// The path as the process sees it.
+    pub path: Vec<u8>,
+}
+
+impl Module {
+    /// Decodes a module event's payload; `None` when its lengths disagree with its size.
+    fn decode(tid: u32, words: &[u64]) -> Option<Module> {
+        let head = words.get(..module::HEAD_WORDS)?;
+        let (prot, id, path) = module::split_sizes(head[4])?;
+        if words.len() != module::payload_words(id, path) {
+            return None;
+        }
+        let bytes = &words[module::HEAD_WORDS..];
+        let path_words = &bytes[module::words_for(id)..];
+        let take = |w: &[u64], n: usize| -> Option<Vec<u8>> {
+            (0..n).map(|i| module::unpack(w, i)).collect()
+        };
+        Some(Module {
+            tid,
+            time: head[0],
+            start: head[1],
+            len: head[2],
+            pgoff: head[3],
+            prot,
+            build_id: take(bytes, id)?,
+            path: take(path_words, path)?,
+        })
+    }
 }
 
 /// Tells the producer of a ring rec will not read (its hello or sizes are wrong, e.g. an
@@ -208,7 +258,7 @@ impl Ring {
                     continue;
                 }
                 TAG_LONG => {
-                    let Some(n) = payload_words(w.kind()) else {
+                    let Some(n) = event_payload_words(w) else {
                         ok = false;
                         break;
                     };
@@ -216,6 +266,19 @@ impl Ring {
                     if tail + bytes > head || bytes > left {
                         ok = false;
                         break;
+                    }
+                    if w.kind() == kind::MODULE {
+                        self.tid = w.tid();
+                        let words: Vec<u64> = (0..n as u64)
+                            .map(|i| self.word(tail + 8 * (i + 1)))
+                            .collect();
+                        let Some(m) = Module::decode(self.tid, &words) else {
+                            ok = false;
+                            break;
+                        };
+                        f(Event::Module(m));
+                        tail += bytes;
+                        continue;
                     }
                     let mut words = [0u64; MAX_PAYLOAD_WORDS];
                     for (i, x) in words.iter_mut().enumerate().take(n) {
@@ -275,6 +338,17 @@ impl Ring {
             unsafe { libc::syscall(libc::SYS_futex, h.seq.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
         }
         ok
+    }
+
+    /// Tells the producer whether rec wants its module events (see the wire crate's
+    /// `module`).
+    pub fn want_modules(&self, wanted: bool) {
+        let v = if wanted {
+            module::WANTED
+        } else {
+            module::UNWANTED
+        };
+        self.header().modules.store(v, Ordering::Relaxed);
     }
 
     /// Whether the producer rang for an early drain since the last one.
@@ -401,6 +475,33 @@ mod tests {
                 }
             ]
         );
+        // A module event: its bytes come back; one whose lengths disagree stops the drain.
+        let path = b"/lib/libc.so.6";
+        let n = module::payload_words(3, path.len());
+        let mut ev = vec![Word::with_words(kind::MODULE, 9, n).0, 5, 0x4000, 0x1000, 0];
+        ev.push(module::sizes(5, 3, path.len()));
+        ev.push(module::pack(&[1, 2, 3], 0));
+        ev.extend((0..2).map(|i| module::pack(path, i)));
+        let mut r = ring(4096);
+        put(&r, &ev);
+        got.clear();
+        assert!(r.drain(|e| got.push(e)));
+        assert_eq!(
+            got,
+            [Event::Module(Module {
+                tid: 9,
+                time: 5,
+                start: 0x4000,
+                len: 0x1000,
+                pgoff: 0,
+                prot: 5,
+                build_id: vec![1, 2, 3],
+                path: path.to_vec(),
+            })]
+        );
+        ev[5] = module::sizes(5, 9, path.len());
+        put(&r, &ev);
+        assert!(!r.drain(|_| {}));
         // An unknown long kind is a malformed ring: the drain stops.
         put(&r, &[Word::new(99, 0).0]);
         assert!(!r.drain(|_| {}));
