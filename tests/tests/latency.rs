@@ -91,14 +91,16 @@ fn wakeup_latency_agrees_with_cyclictest_and_names_the_hog() {
         "cyclictest: {cycles} cycles, avg {avg_us} us, max {max_us} us; hostside: {wakeups} \
          wakeups, mean {mean_us:.1} us, max {ours_max_us:.1} us"
     );
-    // Not all: 1984-1990 of 2000 on a quiet machine, 1954 under a fresh-machine run's load,
-    // with no event lost either time. The cycles left out are sleeps for which the last
-    // timer armed before the switch-out is not the sleep's: on recent kernels
-    // `timer:hrtimer_start` also fires for the deadline server's `dl_task_timer` while
-    // cyclictest is current (7 of 572 starts in a `perf record` of the same workload), and
-    // rec does not yet record which function a timer runs.
+    // Not all: a cycle whose timer fires before the thread has switched out (armed 0.1 to
+    // 3 µs before it was due: two such in a run under load) does not block, so there is no
+    // wakeup to measure; 1994-1999 of 2000 counted, quiet or with a busy loop on each CPU.
+    // rec records only the starts of sleep timers (`hrtimer_wakeup`): before it did, other
+    // timers started while cyclictest is current (the deadline server's `dl_task_timer`: 7 of
+    // 572 starts in a `perf record`; under load rec wrote 3,776 starts for 2,000 sleeps) were
+    // at times taken for the sleep's timer, and 1984-1995 were counted (1954 once under a
+    // fresh machine's load).
     assert!(
-        wakeups * 100 >= cycles * 97 && wakeups <= cycles,
+        wakeups * 100 >= cycles * 99 && wakeups <= cycles,
         "{wakeups} of {cycles}"
     );
     assert!(

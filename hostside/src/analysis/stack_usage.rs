@@ -16,6 +16,15 @@
 //! stacks are symbolized once at the end. A sample whose stack pointer falls in no recorded
 //! mapping (a recording made without them, a stack the program allocated on its heap) is
 //! counted, not guessed at.
+//!
+//! The deepest point of a thread is where it touches stack pages for the first time, and a
+//! sample taken there while the page is not yet in (during the page fault, or between the
+//! instruction that lowers the stack pointer and the first store below it) carries its
+//! registers but no stack copy: the kernel copies the stack without faulting pages in, and the
+//! copy stops at once. Its depth is real, so it counts for `max_bytes`; its chain is only the
+//! sampled instruction, which says nothing of how the thread got there. The chain shown is then
+//! the one of the deepest sample that has a stack copy, with the depth it was seen at
+//! (`stack_bytes`).
 
 use std::collections::HashMap;
 
@@ -140,19 +149,44 @@ pub struct Deeper {
     bytes: u64,
     stack_size: Option<u64>,
     time: u64,
+    /// Whether the sample carries a stack copy, so that its chain goes beyond the sampled
+    /// instruction (see the module's doc).
+    copied: bool,
 }
 
-/// One thread's deepest stack so far.
+/// A sample deeper than its thread's others, with its stack.
 struct Deepest {
     at: Deeper,
     unwound: Unwound,
+}
+
+/// One thread's deepest samples so far.
+struct ThreadDeepest {
+    /// The deepest of all: its depth is the thread's `max_bytes`.
+    any: Deepest,
+    /// The deepest with a stack copy, whose chain is shown; `None` while no sample of the
+    /// thread had one.
+    copied: Option<Deepest>,
+}
+
+impl ThreadDeepest {
+    /// Whether a sample `bytes` deep, with a stack copy or not, is worth keeping.
+    fn wants(&self, bytes: u64, copied: bool) -> bool {
+        bytes > self.any.at.bytes
+            || (copied && self.copied.as_ref().is_none_or(|c| bytes > c.at.bytes))
+    }
+
+    /// The sample whose chain is shown: the deepest with a stack copy, else the deepest.
+    fn shown(&self) -> &Deepest {
+        self.copied.as_ref().unwrap_or(&self.any)
+    }
 }
 
 /// Stack usage being measured while the samples stream past.
 pub struct StackUsageBuilder {
     maps: StackMaps,
     sp: u32,
-    deepest: HashMap<(u32, u32), Deepest>,
+    deepest: HashMap<(u32, u32), ThreadDeepest>,
     measured: u64,
     unplaced: u64,
     recorded: bool,
@@ -172,7 +206,8 @@ impl StackUsageBuilder {
     }
 
     /// Measures `s` when it carries a stack pointer; `Some` when it is deeper than its
-    /// thread's deepest so far, which [`StackUsageBuilder::keep`] then takes with its stack.
+    /// thread's deepest so far (or than its deepest with a stack copy, when it has one),
+    /// which [`StackUsageBuilder::keep`] then takes with its stack.
     pub fn measure(&mut self, s: &Sample, processes: &Processes) -> Option<Deeper> {
         let sp = PerfRegs::get(s.regs_mask, &s.regs, self.sp)?;
         let execs = processes.exec_times(s.pid);
@@ -186,20 +221,37 @@ impl StackUsageBuilder {
             return None;
         };
         let bytes = top - sp;
-        let so_far = self.deepest.get(&(s.pid, s.tid)).map(|d| d.at.bytes);
-        (so_far.is_none_or(|b| bytes > b)).then_some(Deeper {
+        let copied = !s.stack.is_empty();
+        let so_far = self.deepest.get(&(s.pid, s.tid));
+        (so_far.is_none_or(|d| d.wants(bytes, copied))).then_some(Deeper {
             pid: s.pid,
             tid: s.tid,
             bytes,
             stack_size,
             time: s.time,
+            copied,
         })
     }
 
     /// Keeps `at`, which [`StackUsageBuilder::measure`] found deeper, with its stack.
     pub fn keep(&mut self, at: Deeper, unwound: Unwound) {
-        self.deepest
-            .insert((at.pid, at.tid), Deepest { at, unwound });
+        let key = (at.pid, at.tid);
+        let Some(d) = self.deepest.get_mut(&key) else {
+            let copied = at.copied.then(|| Deepest {
+                at,
+                unwound: unwound.clone(),
+            });
+            let any = Deepest { at, unwound };
+            self.deepest.insert(key, ThreadDeepest { any, copied });
+            return;
+        };
+        if at.copied && d.copied.as_ref().is_none_or(|c| at.bytes > c.at.bytes) {
+            let unwound = unwound.clone();
+            d.copied = Some(Deepest { at, unwound });
+        }
+        if at.bytes > d.any.at.bytes {
+            d.any = Deepest { at, unwound };
+        }
     }
 
     /// Each thread's deepest stack, symbolized, the threads nearest their limit first.
@@ -212,8 +264,10 @@ impl StackUsageBuilder {
         let mut acc = Accumulator::new(false);
         let mut threads = Vec::new();
         for d in self.deepest.into_values() {
-            acc.push(d.unwound, 1);
-            threads.push(d.at);
+            let stack_bytes = d.shown().at.bytes;
+            let shown = d.copied.map_or(d.any.unwound, |c| c.unwound);
+            acc.push(shown, 1);
+            threads.push((d.any.at, stack_bytes));
         }
         let profile = acc.finish(processes, resolver, unwinder);
         let mut stacks: HashMap<u32, Vec<String>> = HashMap::new();
@@ -223,13 +277,14 @@ impl StackUsageBuilder {
         }
         let mut threads: Vec<ThreadStack> = threads
             .into_iter()
-            .map(|d| ThreadStack {
+            .map(|(d, stack_bytes)| ThreadStack {
                 pid: d.pid,
                 tid: d.tid,
                 comm: processes.name(d.tid, d.time).to_string(),
                 max_bytes: d.bytes,
                 stack_size: d.stack_size,
                 time: d.time,
+                stack_bytes,
                 stack: stacks.get(&d.tid).cloned().unwrap_or_default(),
             })
             .collect();
@@ -265,7 +320,11 @@ pub struct ThreadStack {
     pub stack_size: Option<u64>,
     /// When it was that deep (board time, ns).
     pub time: u64,
-    /// The user call chain then, function names innermost first.
+    /// How deep the stack was when [`ThreadStack::stack`] was seen: `max_bytes`, unless the
+    /// deepest sample had no stack copy (a page fault in progress at its stack pointer, see
+    /// the module's doc); then the deepest sample that had one.
+    pub stack_bytes: u64,
+    /// The user call chain at `stack_bytes`, function names innermost first.
     pub stack: Vec<String>,
 }
 
@@ -375,6 +434,7 @@ mod tests {
             max_bytes,
             stack_size,
             time: 0,
+            stack_bytes: max_bytes,
             stack: Vec::new(),
         };
         assert!(t(240 << 10, Some(256 << 10)).near_limit());

@@ -28,7 +28,11 @@ pub struct StackUsageJson {
     pub stack_size: Option<u64>,
     /// Whether the thread came within 10% of its stack size.
     pub near_limit: bool,
-    /// The user call chain at that moment, function names innermost first.
+    /// How deep the stack was when `stack` was seen: `max_bytes`, unless the deepest sample
+    /// had no stack copy (taken while the page at its stack pointer was being faulted in), then
+    /// the deepest sample that had one: its chain says how the thread got there.
+    pub stack_bytes: u64,
+    /// The user call chain at `stack_bytes`, function names innermost first.
     pub stack: Vec<String>,
 }
 
@@ -43,6 +47,7 @@ pub fn json(u: &StackUsage) -> Vec<StackUsageJson> {
             max_bytes: t.max_bytes,
             stack_size: t.stack_size,
             near_limit: t.near_limit(),
+            stack_bytes: t.stack_bytes,
             stack: t.stack.clone(),
         })
         .collect()
@@ -122,6 +127,14 @@ pub fn text(out: &mut dyn Write, u: &StackUsage) -> io::Result<()> {
             ""
         };
         writeln!(out, "  {} [{}/{}]: {}{warn}", t.comm, t.pid, t.tid, used(t))?;
+        if t.stack_bytes != t.max_bytes {
+            writeln!(
+                out,
+                "    the chain at {} (the deeper samples caught a stack page being faulted in \
+                 and carry no stack copy):",
+                kib(t.stack_bytes)
+            )?;
+        }
         let runs = runs(&t.stack);
         for (f, n) in runs.iter().take(TEXT_FRAMES) {
             match n {

@@ -11,7 +11,7 @@ use super::kind::{self, Kind, Secondary};
 use super::off_cpu;
 use super::regs;
 use super::ring::Ring;
-use super::{syscalls, timers};
+use super::{syscalls, timers, tracepoint};
 use crate::data_maps::DataMaps;
 use crate::error::RecError;
 use crate::procfs;
@@ -432,7 +432,7 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
             secondaries.push(w);
             // The sleep timers, so that a wakeup's latency runs from when its timer was due.
             if let Some(t) = timers::event(on_exec, page_size).ok().filter(opens) {
-                secondaries.push(t);
+                secondaries.push(keep_filter_if_taken(t, tids.first(), cpus.first()));
             }
         }
     }
@@ -466,6 +466,11 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => continue,
                     Err(e) => return Err(classify(e, pid, Some(sec.kind))),
                 };
+                if let Some(f) = sec.tracepoint.as_ref().and_then(|tp| tp.filter.as_ref()) {
+                    tracepoint::set_filter(&fd, f).map_err(|e| {
+                        RecError::Io(format!("cannot set the filter {f:?} on {}", sec.name()), e)
+                    })?;
+                }
                 share_ring(
                     fd,
                     &mut leader,
@@ -488,6 +493,26 @@ fn open(tids: &[u32], req: &Request, on_exec: bool, pid: u32) -> Result<Events, 
         fds,
         settings,
     })
+}
+
+/// `sec` with its tracepoint filter when the kernel takes it on a probe descriptor (of `tid`
+/// on `cpu`), else without one: the event then records every occurrence, as it would on a
+/// kernel without the filter.
+fn keep_filter_if_taken(mut sec: Secondary, tid: Option<&u32>, cpu: Option<&u32>) -> Secondary {
+    let taken = match (&sec.tracepoint, tid, cpu) {
+        (Some(tp), Some(&tid), Some(&cpu)) => match &tp.filter {
+            Some(f) => attr::open(&sec.attr(), tid as i32, cpu as i32)
+                .is_ok_and(|fd| tracepoint::set_filter(&fd, f).is_ok()),
+            None => true,
+        },
+        _ => true,
+    };
+    if !taken {
+        if let Some(tp) = sec.tracepoint.as_mut() {
+            tp.filter = None;
+        }
+    }
+    sec
 }
 
 /// Gives `fd` a ring of its own when it is the first of its CPU (`leader` unset), else points

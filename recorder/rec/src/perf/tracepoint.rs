@@ -4,6 +4,10 @@
 //! `id`, `sys_exit`'s `ret`) and sleep timers (`timer:hrtimer_start`'s `softexpires`) are
 //! read this way.
 //!
+//! A tracepoint can carry a filter (`PERF_EVENT_IOC_SET_FILTER`, as `perf record --filter`):
+//! the kernel then writes only the events whose fields match it, e.g. only the sleep timers of
+//! `timer:hrtimer_start` (see `super::timers`).
+//!
 //! Tracepoints need tracefs (for the event's id and layout) and the right to read raw
 //! tracepoint data (root or CAP_PERFMON; `perf_event_paranoid` -1 otherwise). Field offsets
 //! and sizes differ between kernels and between 32- and 64-bit boards (`long` is 4 bytes on
@@ -69,6 +73,9 @@ pub struct Tracepoint {
     pub id: u64,
     /// The field whose value becomes each sample's `addr`.
     pub field: RawField,
+    /// A filter in the kernel's tracepoint filter syntax (`function == 0x...`) set on every
+    /// descriptor of the event once opened ([`set_filter`]); `None`: every event.
+    pub filter: Option<String>,
 }
 
 /// The field `name` of an event's `format` file: the line `field:<type> <name>;` followed by
@@ -124,7 +131,36 @@ pub fn find(system: &str, event: &str, field_name: &str) -> Result<Tracepoint, S
         name: format!("{system}:{event}"),
         id,
         field,
+        filter: None,
     })
+}
+
+/// The field `field_name` of the tracepoint `system:event`, when tracefs shows it.
+pub fn find_field(system: &str, event: &str, field_name: &str) -> Option<RawField> {
+    let format =
+        std::fs::read_to_string(format!("{}/events/{system}/{event}/format", root()?)).ok()?;
+    field(&format, field_name)
+}
+
+/// `PERF_EVENT_IOC_SET_FILTER`: `_IOW('$', 6, char *)`. The pointer's size is part of the
+/// number (4 bytes on ARMv7 and i686, 8 on 64-bit boards); every architecture rec builds for
+/// uses the generic encoding, where "write" is bit 30.
+pub const IOC_SET_FILTER: u64 =
+    (1 << 30) | ((std::mem::size_of::<usize>() as u64) << 16) | (0x24 << 8) | 6;
+
+/// Sets `filter` on the tracepoint event `fd`: from then on the kernel writes only the events
+/// that match it. An event inherited by new threads follows its parent's filter.
+pub fn set_filter(fd: &std::os::fd::OwnedFd, filter: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let c = std::ffi::CString::new(filter)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: the kernel reads the NUL-terminated string `c` points to, which outlives the
+    // call, and writes nothing to our memory.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER as _, c.as_ptr()) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Turns an attribute (period 1) into one that samples the tracepoint with its raw data.
@@ -195,6 +231,14 @@ mod tests {
     }
 
     #[test]
+    fn the_filter_ioctl_number_carries_the_pointer_size() {
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(IOC_SET_FILTER, 0x4008_2406);
+        #[cfg(target_pointer_width = "32")]
+        assert_eq!(IOC_SET_FILTER, 0x4004_2406);
+    }
+
+    #[test]
     fn the_attribute_samples_the_tracepoint_with_its_data() {
         let tp = Tracepoint {
             name: "sched:sched_waking".into(),
@@ -204,6 +248,7 @@ mod tests {
                 size: 4,
                 signed: true,
             },
+            filter: None,
         };
         let a = attr(&tp, PerfEventAttr::default());
         assert_eq!((a.type_, a.config), (2, 316));
