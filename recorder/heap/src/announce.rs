@@ -18,7 +18,6 @@
 
 use alloc::vec::Vec;
 use core::ffi::{c_char, c_int, c_void};
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::stack::modules::Phdr;
 use crate::transport::Producer;
@@ -274,57 +273,10 @@ fn gnu_build_id(mut notes: &[u8]) -> Option<&[u8]> {
 
 // ---- by address, without the loader's lock (glibc) --------------------------------------
 
-/// glibc's `struct dl_find_object`: the fields read here, then room for the rest.
-#[repr(C)]
-struct DlFindObject {
-    flags: u64,
-    map_start: *mut c_void,
-    map_end: *mut c_void,
-    link_map: *mut c_void,
-    eh_frame: *mut c_void,
-    rest: [u64; 16],
-}
-
-type FindFn = unsafe extern "C" fn(*mut c_void, *mut DlFindObject) -> i32;
-
-static FIND: AtomicUsize = AtomicUsize::new(0);
-
-/// Looks `_dl_find_object` up (load time only: `dlsym` takes the loader's lock).
-pub fn resolve() {
-    #[cfg(target_env = "gnu")]
-    {
-        // SAFETY: a NUL-terminated name; RTLD_DEFAULT lookups have no other precondition.
-        let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
-        FIND.store(f as usize, Ordering::Release);
-    }
-}
-
 /// The module that holds `at`, described from the loader's data for it (lock-free); `None`
 /// without `_dl_find_object` (musl, glibc before 2.35) or when no module holds it.
 fn by_address(at: u64) -> Option<Described> {
-    let f = FIND.load(Ordering::Acquire);
-    if f == 0 || at == 0 || at > usize::MAX as u64 {
-        return None;
-    }
-    // SAFETY: all-zero is a valid value of this plain structure.
-    let mut o: DlFindObject = unsafe { core::mem::zeroed() };
-    // SAFETY: the address came from dlsym("_dl_find_object"), whose signature this is; `o`
-    // is larger than the structure it fills.
-    if unsafe { core::mem::transmute::<usize, FindFn>(f)(at as usize as *mut c_void, &mut o) } != 0
-        || o.link_map.is_null()
-    {
-        return None;
-    }
-    // SAFETY: `l_addr` and `l_name` are the first two fields of every `struct link_map`,
-    // valid while its module is loaded (the one holding `at`, a return address of the
-    // stack being recorded, is).
-    let (bias, name) = unsafe {
-        let lm = o.link_map as *const usize;
-        (*lm as u64, *(lm.add(1)) as *const c_char)
-    };
-    let (phdr, phnum) = crate::stack::find::headers(at)?;
-    // SAFETY: the headers of the loaded module, as `headers` found them.
-    let phdrs = unsafe { core::slice::from_raw_parts(phdr, phnum as usize) };
+    let (bias, name, phdrs) = crate::stack::find::loaded(at)?;
     let m = describe(bias, name, phdrs)?;
     m.segments
         .iter()
@@ -376,7 +328,7 @@ mod tests {
     #[test]
     #[cfg(target_env = "gnu")]
     fn a_module_is_found_by_address_as_the_list_has_it() {
-        resolve();
+        crate::stack::find::resolve();
         let me =
             a_module_is_found_by_address_as_the_list_has_it as fn() as *const () as usize as u64;
         let found = by_address(me).expect("own module");

@@ -138,7 +138,6 @@ const REALLOC: u8 = 0xff;
 pub fn init() {
     crate::real::resolve();
     thread::pass_through(stack::find::resolve);
-    thread::pass_through(announce::resolve);
     if crate::attach::setting(crossprof_heap_wire::ENV_SOCKET).is_none() {
         ACTIVE.store(false, Ordering::Release);
         return;

@@ -12,7 +12,7 @@
 // The ELF fields are u32 on 32-bit targets: the `as u64` casts are needed there.
 #![allow(clippy::unnecessary_cast)]
 
-use core::ffi::c_void;
+use core::ffi::{c_char, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use super::modules::{from_phdrs, Loaded, Phdr};
@@ -50,15 +50,27 @@ pub fn resolve() {
     allow(dead_code)
 )]
 pub fn find(addr: u64) -> Option<Loaded> {
+    let (bias, _, phdrs) = loaded(addr)?;
+    from_phdrs(bias, phdrs)
+}
+
+/// The load bias, the loader's name (NUL-terminated, empty for the program) and the program
+/// headers of the loaded module that holds `addr`, if any. Lock-free and
+/// async-signal-safe, as [`find`].
+pub fn loaded(addr: u64) -> Option<(u64, *const c_char, &'static [Phdr])> {
     let o = object(addr)?;
     if o.link_map.is_null() {
         return None;
     }
-    // SAFETY: `l_addr`, the load bias, is the first field of every `struct link_map`, which
-    // stays valid while its module is loaded (the module holding `addr` is).
-    let bias = unsafe { *(o.link_map as *const usize) } as u64;
+    // SAFETY: `l_addr` and `l_name`, the load bias and the name, are the first two fields
+    // of every `struct link_map`, which stays valid while its module is loaded (the module
+    // holding `addr` is).
+    let (bias, name) = unsafe {
+        let lm = o.link_map as *const usize;
+        (*lm as u64, *(lm.add(1)) as *const c_char)
+    };
     let phdrs = program_headers(o.map_start as usize, o.map_end as usize)?;
-    from_phdrs(bias, phdrs)
+    Some((bias, name, phdrs))
 }
 
 /// The program headers (address and count) of the loaded module that holds `addr`, if any.
