@@ -304,47 +304,7 @@ impl Heap {
                 emit.heap_events(pid, batch);
                 batch.clear();
             }
-            match ev {
-                Event::Node { id, parent, ip } => {
-                    let id = id + base;
-                    p.max_id = p.max_id.max(id);
-                    emit.record(Record::StackNode(StackNode {
-                        pid,
-                        id,
-                        parent: if parent == 0 { 0 } else { parent + base },
-                        ip,
-                    }))
-                }
-                Event::Maps { time } if source == MapsSource::Procfs => {
-                    write_maps(pid, time, p, emit);
-                }
-                Event::Module(m) if p.emulated => write_module(pid, m, p, emit),
-                Event::Mapping {
-                    kind: k,
-                    tid,
-                    time,
-                    words: w,
-                } => {
-                    let stack = |id: u64| if id == 0 { 0 } else { id + base };
-                    let (op, addr, len, old_addr, old_len, id) = match k {
-                        kind::MMAP => (MapOp::Map, w[0], w[1], 0, 0, w[2]),
-                        kind::MUNMAP => (MapOp::Unmap, w[0], w[1], 0, 0, 0),
-                        _ => (MapOp::Remap, w[2], w[3], w[0], w[1], w[4]),
-                    };
-                    emit.record(Record::AnonMap(AnonMap {
-                        time,
-                        pid,
-                        tid,
-                        op,
-                        addr,
-                        len,
-                        old_addr,
-                        old_len,
-                        stack: stack(id),
-                    }));
-                }
-                _ => {}
-            }
+            other_event(ev, pid, base, source, p, emit);
         });
         if !batch.is_empty() {
             emit.heap_events(pid, batch);
@@ -363,6 +323,60 @@ impl Heap {
                 kind: "heap".into(),
             }));
         }
+    }
+}
+
+/// Writes an event of the ring that is not a heap event (a trace-tree node, a mapping, a
+/// module): out of line, so that the per-event path of heap events stays small.
+#[inline(never)]
+fn other_event(
+    ev: Event,
+    pid: u32,
+    base: u64,
+    source: MapsSource,
+    p: &mut Proc,
+    emit: &mut dyn Emit,
+) {
+    match ev {
+        Event::Node { id, parent, ip } => {
+            let id = id + base;
+            p.max_id = p.max_id.max(id);
+            emit.record(Record::StackNode(StackNode {
+                pid,
+                id,
+                parent: if parent == 0 { 0 } else { parent + base },
+                ip,
+            }))
+        }
+        Event::Maps { time } if source == MapsSource::Procfs => {
+            write_maps(pid, time, p, emit);
+        }
+        Event::Module(m) if p.emulated => write_module(pid, &m, p, emit),
+        Event::Mapping {
+            kind: k,
+            tid,
+            time,
+            words: w,
+        } => {
+            let stack = |id: u64| if id == 0 { 0 } else { id + base };
+            let (op, addr, len, old_addr, old_len, id) = match k {
+                kind::MMAP => (MapOp::Map, w[0], w[1], 0, 0, w[2]),
+                kind::MUNMAP => (MapOp::Unmap, w[0], w[1], 0, 0, 0),
+                _ => (MapOp::Remap, w[2], w[3], w[0], w[1], w[4]),
+            };
+            emit.record(Record::AnonMap(AnonMap {
+                time,
+                pid,
+                tid,
+                op,
+                addr,
+                len,
+                old_addr,
+                old_len,
+                stack: stack(id),
+            }));
+        }
+        _ => {}
     }
 }
 
@@ -392,7 +406,7 @@ fn emulated(pid: u32, code: u64) -> bool {
 
 /// Writes an emulated process's module segment as a mapping, unless the same module is
 /// already written at that place.
-fn write_module(pid: u32, m: Module, p: &mut Proc, emit: &mut dyn Emit) {
+fn write_module(pid: u32, m: &Module, p: &mut Proc, emit: &mut dyn Emit) {
     let key = (m.start, m.start.saturating_add(m.len), m.pgoff);
     let known = p.described.get(&key);
     if known.is_some_and(|(path, id)| *path == m.path && *id == m.build_id) {
@@ -408,7 +422,7 @@ fn write_module(pid: u32, m: Module, p: &mut Proc, emit: &mut dyn Emit) {
         len: m.len,
         pgoff: m.pgoff,
         path: String::from_utf8_lossy(&m.path).into_owned(),
-        build_id: m.build_id,
+        build_id: m.build_id.clone(),
         prot: m.prot,
         // The path is the emulated program's: a file of this machine by that name (if
         // any) is another one.

@@ -64,8 +64,8 @@ pub enum Event {
         words: [u64; MAX_PAYLOAD_WORDS],
     },
     /// An executable segment of a module the process has loaded, as it sees it (see the
-    /// wire crate's `module`).
-    Module(Module),
+    /// wire crate's `module`). Boxed: heap events, millions a second, stay small.
+    Module(Box<Module>),
 }
 
 /// A [`kind::MODULE`] event.
@@ -269,10 +269,7 @@ impl Ring {
                     }
                     if w.kind() == kind::MODULE {
                         self.tid = w.tid();
-                        let words: Vec<u64> = (0..n as u64)
-                            .map(|i| self.word(tail + 8 * (i + 1)))
-                            .collect();
-                        let Some(m) = Module::decode(self.tid, &words) else {
+                        let Some(m) = self.module(tail, n) else {
                             ok = false;
                             break;
                         };
@@ -338,6 +335,17 @@ impl Ring {
             unsafe { libc::syscall(libc::SYS_futex, h.seq.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
         }
         ok
+    }
+
+    /// The module event of `n` payload words whose header word is at `tail`: out of line,
+    /// as rare as modules are, so that the per-event path stays small.
+    #[cold]
+    #[inline(never)]
+    fn module(&self, tail: u64, n: usize) -> Option<Box<Module>> {
+        let words: Vec<u64> = (0..n as u64)
+            .map(|i| self.word(tail + 8 * (i + 1)))
+            .collect();
+        Module::decode(self.tid, &words).map(Box::new)
     }
 
     /// Tells the producer whether rec wants its module events (see the wire crate's
@@ -488,7 +496,7 @@ mod tests {
         assert!(r.drain(|e| got.push(e)));
         assert_eq!(
             got,
-            [Event::Module(Module {
+            [Event::Module(Box::new(Module {
                 tid: 9,
                 time: 5,
                 start: 0x4000,
@@ -497,7 +505,7 @@ mod tests {
                 prot: 5,
                 build_id: vec![1, 2, 3],
                 path: path.to_vec(),
-            })]
+            }))]
         );
         ev[5] = module::sizes(5, 9, path.len());
         put(&r, &ev);
