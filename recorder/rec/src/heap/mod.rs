@@ -43,7 +43,7 @@ use std::collections::{HashMap, HashSet};
 use crossprof_format::{AnonMap, Comm, HeapEvent, Lost, MapOp, Mmap, Record, Rss, StackNode, Task};
 use crossprof_heap_wire::kind;
 
-use crate::procfs;
+use crate::procfs::{self, MapLine};
 use endpoint::Endpoint;
 use ring::{Event, Module, Ring};
 
@@ -165,7 +165,9 @@ impl Heap {
             let known = self.procs.contains_key(&pid);
             let p = self.procs.entry(pid).or_default();
             let id_base = p.max_id;
-            p.emulated = emulated(pid, a.hello.code);
+            // Read once: whether the process is emulated, and (procfs mode) its mappings.
+            let maps = procfs::maps(pid).unwrap_or_default();
+            p.emulated = emulated(&maps, a.hello.code);
             p.described.clear();
             ring.want_modules(p.emulated);
             let now = crate::clock::monotonic_ns();
@@ -187,7 +189,7 @@ impl Heap {
                     exec: true,
                 }));
                 p.written.clear();
-                write_maps(pid, now, p, emit);
+                write_maps(pid, now, maps, p, emit);
             }
             self.rings.push(Connected { pid, ring, id_base });
             let i = self.rings.len() - 1;
@@ -349,7 +351,7 @@ fn other_event(
             }))
         }
         Event::Maps { time } if source == MapsSource::Procfs => {
-            write_maps(pid, time, p, emit);
+            write_maps(pid, time, procfs::maps(pid).unwrap_or_default(), p, emit);
         }
         Event::Module(m) if p.emulated => write_module(pid, &m, p, emit),
         Event::Mapping {
@@ -381,8 +383,8 @@ fn other_event(
 }
 
 /// Writes the executable mappings of `pid` not written before.
-fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn Emit) {
-    for m in procfs::maps(pid).unwrap_or_default() {
+fn write_maps(pid: u32, time: u64, maps: Vec<MapLine>, p: &mut Proc, emit: &mut dyn Emit) {
+    for m in maps {
         if m.prot & libc::PROT_EXEC as u32 == 0 || m.path.is_empty() {
             continue;
         }
@@ -393,15 +395,13 @@ fn write_maps(pid: u32, time: u64, p: &mut Proc, emit: &mut dyn Emit) {
     }
 }
 
-/// Whether process `pid` runs the interposer's code at `code` emulated: its maps can be read
-/// and show no executable mapping there (see the module docs).
-fn emulated(pid: u32, code: u64) -> bool {
-    match procfs::maps(pid) {
-        Ok(maps) if !maps.is_empty() => !maps
+/// Whether a process with mappings `maps` runs the interposer's code at `code` emulated: its
+/// maps could be read (not empty) and show no executable mapping there (see the module docs).
+fn emulated(maps: &[MapLine], code: u64) -> bool {
+    !maps.is_empty()
+        && !maps
             .iter()
-            .any(|m| m.prot & libc::PROT_EXEC as u32 != 0 && m.start <= code && code < m.end),
-        _ => false,
-    }
+            .any(|m| m.prot & libc::PROT_EXEC as u32 != 0 && m.start <= code && code < m.end)
 }
 
 /// Writes an emulated process's module segment as a mapping, unless the same module is
