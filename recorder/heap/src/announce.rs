@@ -7,8 +7,8 @@
 //!
 //! The list is taken with `dl_iterate_phdr` where the module list the unwinder uses is taken
 //! (at load time and when `dlopen` (musl) or `dlclose` return, outside any allocation: see
-//! `crate::dl`), and sent whole after each such rescan and after each connect (a fork child
-//! sends it on its own ring). A module loaded since (glibc does not wrap `dlopen`) is found
+//! `crate::dl`; not again once rec has said it does not want them), and sent whole after each
+//! such rescan and after each connect (a fork child sends it on its own ring). A module loaded since (glibc does not wrap `dlopen`) is found
 //! by address when a new trace-tree node meets it ([`List::cover`]), with `_dl_find_object`,
 //! which takes no lock: nothing here takes the loader's lock inside an allocation. Allocates
 //! from the interposer's arena only (the copies of paths and build-ids).
@@ -18,9 +18,29 @@
 
 use alloc::vec::Vec;
 use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use crate::stack::modules::Phdr;
 use crate::transport::Producer;
+
+/// Cleared once rec has said it does not want this process's modules (a native process,
+/// which never becomes an emulated one): rescans then stop describing them ([`wanted`]).
+static WANTED: AtomicBool = AtomicBool::new(true);
+
+/// Whether describing the modules may still be of use: rec has not said it does not want
+/// them (as far as this process has seen).
+pub fn wanted() -> bool {
+    WANTED.load(Ordering::Relaxed)
+}
+
+/// Whether rec wants `p`'s module events, noting it when it does not.
+fn still_wanted(p: &Producer) -> bool {
+    let w = p.modules_wanted();
+    if !w {
+        WANTED.store(false, Ordering::Relaxed);
+    }
+    w
+}
 
 /// One executable segment: its page-aligned address range and file offset, as a mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +49,13 @@ struct Segment {
     len: u64,
     pgoff: u64,
     prot: u64,
+}
+
+impl Segment {
+    /// Whether address `at` lies in the segment.
+    fn contains(&self, at: u64) -> bool {
+        self.start <= at && at - self.start < self.len
+    }
 }
 
 /// One module as described to rec.
@@ -65,7 +92,7 @@ impl List {
 
     /// Sends every module. `false` when rec is gone.
     pub fn send(&self, p: &mut Producer, tid: u32, time: u64) -> bool {
-        if !p.modules_wanted() {
+        if !still_wanted(p) {
             return true;
         }
         self.modules.iter().all(|m| send_one(m, p, tid, time))
@@ -80,7 +107,7 @@ impl List {
         let at = ip.wrapping_sub(1);
         if crossprof_heap_wire::cut_short::name(ip).is_some()
             || cfg!(target_arch = "arm")
-            || !p.modules_wanted()
+            || !still_wanted(p)
             || self.holds(at)
         {
             return true;
@@ -94,11 +121,9 @@ impl List {
     }
 
     fn holds(&self, at: u64) -> bool {
-        self.modules.iter().any(|m| {
-            m.segments
-                .iter()
-                .any(|s| s.start <= at && at - s.start < s.len)
-        })
+        self.modules
+            .iter()
+            .any(|m| m.segments.iter().any(|s| s.contains(at)))
     }
 }
 
@@ -278,10 +303,7 @@ fn gnu_build_id(mut notes: &[u8]) -> Option<&[u8]> {
 fn by_address(at: u64) -> Option<Described> {
     let (bias, name, phdrs) = crate::stack::find::loaded(at)?;
     let m = describe(bias, name, phdrs)?;
-    m.segments
-        .iter()
-        .any(|s| s.start <= at && at - s.start < s.len)
-        .then_some(m)
+    m.segments.iter().any(|s| s.contains(at)).then_some(m)
 }
 
 #[cfg(test)]

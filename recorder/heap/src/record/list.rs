@@ -109,12 +109,13 @@ fn rescan_now(tid: u32, now: u64) {
         None => return,
     }
     let fresh = stack::rescan();
-    let described = announce::List::take();
+    // A native process's modules are not described again once rec said it has them.
+    let described = announce::wanted().then(announce::List::take);
     LOCK.lock(tid);
     // SAFETY: LOCK is held.
     let st = unsafe { state() };
     let old = install_modules(st, fresh);
-    let old_described = core::mem::replace(&mut st.described, described);
+    let old_described = described.map(|d| core::mem::replace(&mut st.described, d));
     HAVE_MODULES.store(true, Ordering::Release);
     let ok = st.producer.as_mut().is_none_or(|p| p.maps(tid, now));
     let described = &st.described;
