@@ -29,10 +29,15 @@ pub fn print_stats() {
     line.num(s.loose);
     line.push(b" unlearned ");
     line.num(s.unlearned);
+    line.push(b" skipped ");
+    line.num(s.skipped);
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     if let Some((u, (hits, misses))) = unwind {
         line.push(b"; frames unwound ");
         line.num(u.unwound);
+        line.push(b" (by plan ");
+        line.num(u.planned);
+        line.push(b")");
         line.push(b" spliced unwinds ");
         line.num(u.spliced);
         line.push(b" frames ");

@@ -22,8 +22,11 @@ use framehop::aarch64::{CacheAarch64 as Cache, UnwindRegsAarch64, UnwinderAarch6
 #[cfg(target_arch = "x86_64")]
 use framehop::x86_64::{CacheX86_64 as Cache, UnwindRegsX86_64, UnwinderX86_64 as Unw};
 
+use super::plan;
+#[cfg(target_arch = "x86_64")]
+use super::plan::Plans;
 use super::splice::{self, Fresh, Trace};
-use super::{modules, Tap};
+use super::{modules, Start, Tap};
 
 /// What an unwind step depends on among the registers (see [`splice::Regs`]).
 #[cfg(target_arch = "x86_64")]
@@ -55,6 +58,8 @@ pub struct Stats {
     pub spliced_frames: u64,
     /// Stack words compared to find out whether an unwind could continue as the previous.
     pub checked: u64,
+    /// Of the frames unwound, those stepped by a learned plan (see [`super::plan`]).
+    pub planned: u64,
 }
 
 /// Whether the unwinder's read of `addr` succeeds for a thread at `sp` with stack `bounds`:
@@ -95,6 +100,9 @@ type Unwind = Unw<Mem, MustNotAllocateDuringUnwind>;
 pub struct Modules {
     unwinder: Unwind,
     caches: Box<[Cache<MustNotAllocateDuringUnwind>; CACHES]>,
+    /// The return addresses' learned plans (x86_64, see [`super::plan`]).
+    #[cfg(target_arch = "x86_64")]
+    plans: Plans,
     /// The last unwind and the one being made (see [`splice`]).
     trace: Box<Trace>,
     fresh: Box<Fresh>,
@@ -148,6 +156,8 @@ pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
     Modules {
         unwinder,
         caches: Box::new(core::array::from_fn(|_| Cache::new_in())),
+        #[cfg(target_arch = "x86_64")]
+        plans: Plans::new(),
         trace: Box::new(Trace::new()),
         fresh: Box::new(Fresh::new()),
         ranges,
@@ -199,11 +209,10 @@ fn known_in(ranges: &[Range<u64>], hint: &Cell<usize>, ip: u64) -> bool {
 pub fn capture(
     m: &mut Modules,
     out: &mut [u64],
-    bounds: (usize, usize),
-    start: [u64; 4],
+    from: &Start,
     mut tap: Option<Tap<'_>>,
-    splice: bool,
 ) -> (usize, Option<u64>, Option<u64>) {
+    let (bounds, start, splice) = (from.bounds, from.regs, from.splice);
     // From the hook's entry registers when the hook took them, else from here.
     let (pc, sp, fp, lr) = if start[0] != 0 && start[1] != 0 {
         (start[0], start[1], start[2], start[3])
@@ -260,14 +269,66 @@ pub fn capture(
                 break;
             }
         }
-        let foreign = is_return && !known_in(ranges, hint, at);
+        #[cfg(target_arch = "x86_64")]
+        let planned = {
+            let (unwinder, caches) = (&m.unwinder, &mut m.caches);
+            let key = if is_return { at } else { at | plan::FIRST };
+            Some(m.plans.get(key, || {
+                let foreign = is_return && !known_in(ranges, hint, at);
+                plan::learn(at, foreign, own.contains(&at), |[ip, sp, bp], read| {
+                    let mut r = UnwindRegsX86_64::new(ip, sp, bp);
+                    let frame = if is_return {
+                        FrameAddress::from_return_address(ip)
+                    } else {
+                        Some(FrameAddress::from_instruction_pointer(ip))
+                    };
+                    let got = frame.ok_or(()).and_then(|f| {
+                        unwinder
+                            .unwind_frame(f, &mut r, &mut caches[cache_of(ip)], &mut |a| read(a))
+                            .map_err(|_| ())
+                    });
+                    (got, r.sp(), r.bp())
+                })
+            }))
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let planned: Option<plan::Plan> = None;
+        let (foreign, own_frame) = match planned {
+            Some(p) => (is_return && p.foreign(), p.own()),
+            None => (is_return && !known_in(ranges, hint, at), own.contains(&at)),
+        };
         if splice {
-            fresh.step(at, foreign, own.contains(&at), state);
+            fresh.step(at, foreign, own_frame, state);
         }
         // The first frame is inside `capture` itself (or the hook's entry): not a caller.
         if is_return && !frames.push(at, foreign, &mut cut) {
             whole = false;
             break;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let (Some(p), None) = (planned, tap.as_deref()) {
+            let readable = |a: u64| readable(a, sp, bounds);
+            // SAFETY: `step` reads only words `readable` allows: inside this thread's live stack.
+            let read = |a: u64| unsafe { *(a as *const u64) };
+            if let Some(s) = p.step(regs.sp(), regs.bp(), readable, read) {
+                if splice {
+                    if s.bp_at != 0 {
+                        fresh.read(s.bp_at, Ok(s.bp));
+                    }
+                    fresh.read(s.ra_at, Ok(s.ra));
+                }
+                regs.set_ip(s.ra);
+                regs.set_sp(s.sp);
+                regs.set_bp(s.bp);
+                m.stats.unwound += 1;
+                m.stats.planned += 1;
+                // `step` never gives a return address of 0.
+                let Some(next) = FrameAddress::from_return_address(s.ra) else {
+                    break;
+                };
+                addr = next;
+                continue;
+            }
         }
         let cache = &mut m.caches[cache_of(at)];
         let mut read = |a: u64| -> Result<u64, ()> {

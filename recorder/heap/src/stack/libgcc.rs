@@ -80,10 +80,8 @@ extern "C" fn step(ctx: *mut Context, arg: *mut c_void) -> i32 {
 pub fn capture(
     m: &mut Modules,
     out: &mut [u64],
-    _bounds: (usize, usize),
-    _start: [u64; 4],
+    _start: &super::Start,
     _tap: Option<super::Tap<'_>>,
-    _splice: bool,
 ) -> (usize, Option<u64>, Option<u64>) {
     let mut w = Walk {
         out,

@@ -56,6 +56,8 @@ pub use sparse::{rescan, Modules};
 pub mod find;
 pub mod memo;
 pub mod modules;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub mod plan;
 #[cfg(any(target_arch = "arm", test))]
 pub mod sparse_memo;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -279,6 +281,25 @@ fn arm_entry_registers() -> [u64; 4] {
     [lr as u64, (fp + 8) as u64, r7 as u64, saved_fp as u64]
 }
 
+/// Where a capture starts: the thread's stack bounds, the registers (pc, sp, fp, lr; zeros:
+/// from the capture itself) and whether it may continue as the previous unwind and be
+/// remembered (see `splice`). One reference instead of three arguments: the capture takes
+/// more arguments than there are argument registers, and a 16-byte argument the caller
+/// stored as two words and the capture loaded as one stalled it (store forwarding).
+// `_Unwind_Backtrace` (i686, RISC-V) starts from where it is called, and remembers nothing.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+pub struct Start {
+    /// The thread's stack, `[low, high)`: reads stay inside it.
+    pub bounds: (usize, usize),
+    /// pc, sp, fp, lr at the hook's entry; zeros: unwind from the capture itself.
+    pub regs: [u64; 4],
+    /// Whether the unwind may continue as the previous one and is remembered for the next.
+    pub splice: bool,
+}
+
 /// What an unwinder's stack reads go through: gets the address and what was read, returns
 /// what the unwinder sees (see [`stack_id`]).
 pub type Tap<'a> = &'a mut dyn FnMut(u64, Result<u64, ()>) -> Result<u64, ()>;
@@ -369,7 +390,8 @@ pub fn stack_id(
     // The memo needs the entry registers, which only the framehop unwinder starts from.
     let memoize = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"))
         && at.regs[0] != 0
-        && at.regs[1] != 0;
+        && at.regs[1] != 0
+        && memo.consulted();
     let key = Key {
         regs: at.regs,
         ra: at.ra,
@@ -388,13 +410,16 @@ pub fn stack_id(
     };
     // The last slot is kept for the marker of a stack cut short.
     let room = s.ips.len() - 1;
+    let from = Start {
+        bounds,
+        regs: at.regs,
+        splice: true,
+    };
     let (n, unknown, cut) = capture(
         m,
         &mut s.ips[..room],
-        bounds,
-        at.regs,
+        &from,
         learn.then_some(&mut record as Tap<'_>),
-        true,
     );
     let n = finish_stack(at.ra, &m.own, &mut s.ips, n, cut);
     let id = intern(&s.ips[..n])?;
@@ -428,14 +453,12 @@ pub fn stack_id(
                 i += 1;
                 seen
             };
-            let (n2, _, cut2) = capture(
-                m,
-                &mut s.again[..room],
+            let from = Start {
                 bounds,
                 regs,
-                Some(&mut substitute),
-                false,
-            );
+                splice: false,
+            };
+            let (n2, _, cut2) = capture(m, &mut s.again[..room], &from, Some(&mut substitute));
             let n2 = finish_stack(at.ra, &m.own, &mut s.again, n2, cut2);
             s.again[..n2] == s.ips[..n] && s.reads_again.same_addresses(&s.reads)
         });
