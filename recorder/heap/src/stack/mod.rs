@@ -15,9 +15,11 @@
 //! x86_64 and aarch64, framehop unwinds from `.eh_frame` with a per-address rule cache and
 //! never allocates while unwinding. It gives full stacks for code built without frame
 //! pointers at a fraction of the cost of the C runtime's `_Unwind_Backtrace`, which
-//! re-interprets the CFI of every frame on every call (about 190 ns a frame here). Other
-//! architectures (ARMv7's `.ARM.exidx`, i686, RISC-V) use `_Unwind_Backtrace` until they get
-//! a cached unwinder of their own; the module look-ups it makes through `dl_iterate_phdr`
+//! re-interprets the CFI of every frame on every call (about 190 ns a frame here). On
+//! x86_64 each return address's rule is learned once from framehop and then run inline
+//! (`plan`): a table probe and a load or two a frame. Other architectures (ARMv7's
+//! `.ARM.exidx`, i686, RISC-V) use `_Unwind_Backtrace` until they get a cached unwinder of
+//! their own; the module look-ups it makes through `dl_iterate_phdr`
 //! are answered without the loader's lock (`phdr_list`).
 //!
 //! ARMv7 does not unwind in the process at all (`sparse`): it records the entry registers
@@ -28,9 +30,10 @@
 //! Most events need no unwind at all: [`stack_id`] first asks the [`memo`], which knows the
 //! stacks unwound before from the same entry registers and checks the stack words that
 //! decided them (99.99% of the events of a Lua and a SQLite run; see bench/RESULTS.md).
-//! C++ programs repeat whole stacks far less (7% on protoc) but keep their outer frames from
-//! one allocation to the next: there an unwind stops where it meets the previous one
-//! ([`splice`]), and the trace tree skips the frames shared with the previous stack
+//! C++ programs repeat whole stacks far less (4% on protoc, where the memo sleeps: see
+//! [`Memo::consulted`]) but keep their outer frames from one allocation to the next: there
+//! an unwind stops where it meets the previous one ([`splice`]), and the trace tree skips
+//! the frames shared with the previous stack
 //! ([`crate::trie::Trie::intern_stack`]).
 
 // ARMv7 keeps the unwinding half (memo, probes) compiled but unused.
