@@ -103,6 +103,10 @@ pub struct Modules {
     /// The return addresses' learned plans (x86_64, see [`super::plan`]).
     #[cfg(target_arch = "x86_64")]
     plans: Plans,
+    /// Whether frames are stepped by plans: unless `CROSSPROF_HEAP_PLANS=0` (for the test
+    /// that compares the stacks both ways).
+    #[cfg(target_arch = "x86_64")]
+    plans_on: bool,
     /// The last unwind and the one being made (see [`splice`]).
     trace: Box<Trace>,
     fresh: Box<Fresh>,
@@ -158,6 +162,8 @@ pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
         caches: Box::new(core::array::from_fn(|_| Cache::new_in())),
         #[cfg(target_arch = "x86_64")]
         plans: Plans::new(),
+        #[cfg(target_arch = "x86_64")]
+        plans_on: !crate::sys::env("CROSSPROF_HEAP_PLANS").is_some_and(|v| v == b"0"),
         trace: Box::new(Trace::new()),
         fresh: Box::new(Fresh::new()),
         ranges,
@@ -270,10 +276,10 @@ pub fn capture(
             }
         }
         #[cfg(target_arch = "x86_64")]
-        let planned = {
+        let planned = m.plans_on.then(|| {
             let (unwinder, caches) = (&m.unwinder, &mut m.caches);
             let key = if is_return { at } else { at | plan::FIRST };
-            Some(m.plans.get(key, || {
+            m.plans.get(key, || {
                 let foreign = is_return && !known_in(ranges, hint, at);
                 plan::learn(at, foreign, own.contains(&at), |[ip, sp, bp], read| {
                     let mut r = UnwindRegsX86_64::new(ip, sp, bp);
@@ -289,8 +295,8 @@ pub fn capture(
                     });
                     (got, r.sp(), r.bp())
                 })
-            }))
-        };
+            })
+        });
         #[cfg(not(target_arch = "x86_64"))]
         let planned: Option<plan::Plan> = None;
         let (foreign, own_frame) = match planned {
