@@ -118,9 +118,13 @@ impl Trie {
         let mut k = 0;
         if self.path_generation == self.generation && !self.table.is_null() {
             let shared = len.min(self.path_n);
-            while k < shared && self.path[k].0 == ips[len - 1 - k] {
-                k += 1;
-            }
+            // Iterators, not indices: no bounds check in a loop that runs over every
+            // frame of a deep stack.
+            k = self.path[..shared]
+                .iter()
+                .zip(ips.iter().rev())
+                .take_while(|(p, &ip)| p.0 == ip)
+                .count();
         }
         let (mut parent, mut hash) = match k {
             0 => (0, ROOT_HASH),

@@ -303,7 +303,10 @@ pub fn capture(
             Some(p) => (is_return && p.foreign(), p.own()),
             None => (is_return && !known_in(ranges, hint, at), own.contains(&at)),
         };
-        if splice {
+        // The first frame (an instruction pointer) is never met again as a return address:
+        // neither it nor the words its step reads are remembered.
+        let remember = splice && is_return;
+        if remember {
             fresh.step(at, foreign, own_frame, state);
         }
         // The first frame is inside `capture` itself (or the hook's entry): not a caller.
@@ -317,7 +320,7 @@ pub fn capture(
             // SAFETY: `step` reads only words `readable` allows: inside this thread's live stack.
             let read = |a: u64| unsafe { *(a as *const u64) };
             if let Some(s) = p.step(regs.sp(), regs.bp(), readable, read) {
-                if splice {
+                if remember {
                     if s.bp_at != 0 {
                         fresh.read(s.bp_at, Ok(s.bp));
                     }
@@ -343,7 +346,7 @@ pub fn capture(
                 Some(t) => t(a, got),
                 None => got,
             };
-            if splice {
+            if remember {
                 fresh.read(a, got);
             }
             got

@@ -177,8 +177,9 @@ impl Default for Fresh {
     }
 }
 
-/// The last whole unwind, outermost frame first, with the words it read (grouped by frame,
-/// outermost frame's first, each frame's in the order read) and how it ended.
+/// The last whole unwind's return-address frames, outermost first, with the words their
+/// steps read (grouped by frame, outermost frame's first, each frame's in the order read) and
+/// how it ended.
 pub struct Trace {
     bounds: (usize, usize),
     steps: [Step; FRAMES],
@@ -331,8 +332,9 @@ impl Finder {
     /// The trace's frame that the unwinder at return address `addr` with `regs` on a thread
     /// with stack `bounds` may continue as, after checking with `raw` (which reads a stack
     /// word as the unwinder would, without side effects) that every word the trace read from
-    /// there on is unchanged. The trace's innermost frame (an instruction pointer) is never
-    /// one. `sp` is the stack pointer the unwind started from (`raw` reads nothing below it):
+    /// there on is unchanged. The trace holds return-address frames only (the capture keeps
+    /// no step for its first frame, an instruction pointer never met again as a return
+    /// address). `sp` is the stack pointer the unwind started from (`raw` reads nothing below it):
     /// when every read to check succeeded before and lies at or above it, the words are
     /// compared directly.
     #[allow(clippy::too_many_arguments)]
@@ -349,8 +351,7 @@ impl Finder {
             return None;
         }
         let frame_sp = regs[1];
-        // The innermost step (left == n) is the first frame: skip it.
-        while self.left > 0 && (self.left == t.n || t.steps[self.left - 1].regs[1] < frame_sp) {
+        while self.left > 0 && t.steps[self.left - 1].regs[1] < frame_sp {
             self.left -= 1;
         }
         let p = self.left.checked_sub(1)?;
