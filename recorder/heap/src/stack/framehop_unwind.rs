@@ -163,7 +163,7 @@ pub fn build(loaded: Vec<modules::Loaded>) -> Modules {
         #[cfg(target_arch = "x86_64")]
         plans: Plans::new(),
         #[cfg(target_arch = "x86_64")]
-        plans_on: !crate::sys::env("CROSSPROF_HEAP_PLANS").is_some_and(|v| v == b"0"),
+        plans_on: crate::sys::env("CROSSPROF_HEAP_PLANS").is_none_or(|v| v != b"0"),
         trace: Box::new(Trace::new()),
         fresh: Box::new(Fresh::new()),
         ranges,
