@@ -8,10 +8,11 @@
 //! The list is taken with `dl_iterate_phdr` where the module list the unwinder uses is taken
 //! (at load time and when `dlopen` (musl) or `dlclose` return, outside any allocation: see
 //! `crate::dl`; not again once rec has said it does not want them), and sent whole after each
-//! such rescan and after each connect (a fork child sends it on its own ring). A module loaded since (glibc does not wrap `dlopen`) is found
-//! by address when a new trace-tree node meets it ([`List::cover`]), with `_dl_find_object`,
-//! which takes no lock: nothing here takes the loader's lock inside an allocation. Allocates
-//! from the interposer's arena only (the copies of paths and build-ids).
+//! such rescan and after each connect (a fork child sends it on its own ring). A module
+//! loaded since (glibc does not wrap `dlopen`) is found by address when a new trace-tree node
+//! meets it ([`List::cover`]), with `_dl_find_object`, which takes no lock: nothing here
+//! takes the loader's lock inside an allocation. Allocates from the interposer's arena only
+//! (the copies of paths and build-ids).
 
 // The ELF fields are u32 on 32-bit targets: the `as u64` casts are needed there.
 #![allow(clippy::unnecessary_cast)]

@@ -19,8 +19,8 @@
 //! them: a program that calls them has that many more allocations here than in heaptrack.
 //!
 //! Each allocating hook reads its own return address first thing
-//! ([`stack::entry::entry_return_address`]): the allocation site, whatever unwind information the
-//! caller has (see the `stack` module).
+//! ([`stack::entry::entry_return_address`]): the allocation site, whatever unwind information
+//! the caller has (see the `stack` module).
 
 use core::ffi::c_void;
 

@@ -170,8 +170,8 @@ pub fn active() -> bool {
 }
 
 /// Records an allocation of `size` bytes at `addr`, made by the code the hook entered at
-/// `at` returns to ([`stack::entry::entry_return_address`] of the hook, 0 when unknown). Only for a
-/// call [`sample::alloc_skipped`] chose.
+/// `at` returns to ([`stack::entry::entry_return_address`] of the hook, 0 when unknown). Only
+/// for a call [`sample::alloc_skipped`] chose.
 #[inline(always)]
 pub fn alloc(addr: *mut core::ffi::c_void, size: usize, at: stack::Entry) {
     if ACTIVE.load(Ordering::Relaxed) && !addr.is_null() {

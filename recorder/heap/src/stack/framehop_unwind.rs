@@ -275,13 +275,14 @@ pub fn capture(
                 break;
             }
         }
+        // Unknown code is told only of return addresses: the first frame is the capture's.
+        let foreign_at = || is_return && !known_in(ranges, hint, at);
         #[cfg(target_arch = "x86_64")]
         let planned = m.plans_on.then(|| {
             let (unwinder, caches) = (&m.unwinder, &mut m.caches);
             let key = if is_return { at } else { at | plan::FIRST };
             m.plans.get(key, || {
-                let foreign = is_return && !known_in(ranges, hint, at);
-                plan::learn(at, foreign, own.contains(&at), |[ip, sp, bp], read| {
+                plan::learn(at, foreign_at(), own.contains(&at), |[ip, sp, bp], read| {
                     let mut r = UnwindRegsX86_64::new(ip, sp, bp);
                     let frame = if is_return {
                         FrameAddress::from_return_address(ip)
@@ -300,8 +301,8 @@ pub fn capture(
         #[cfg(not(target_arch = "x86_64"))]
         let planned: Option<plan::Plan> = None;
         let (foreign, own_frame) = match planned {
-            Some(p) => (is_return && p.foreign(), p.own()),
-            None => (is_return && !known_in(ranges, hint, at), own.contains(&at)),
+            Some(p) => (p.foreign(), p.own()),
+            None => (foreign_at(), own.contains(&at)),
         };
         // The first frame (an instruction pointer) is never met again as a return address:
         // neither it nor the words its step reads are remembered.

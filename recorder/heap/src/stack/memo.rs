@@ -19,8 +19,8 @@
 //! the key.
 //!
 //! Memory: [`SETS`] × [`WAYS`] entries of about 850 bytes in one anonymous mapping, touched
-//! only as used, and 16 KiB of tags. Used under the interposer's lock (one memo serves every thread); never
-//! allocates; reads only words inside the current thread's stack.
+//! only as used, and 16 KiB of tags. Used under the interposer's lock (one memo serves every
+//! thread); never allocates; reads only words inside the current thread's stack.
 
 use crate::sys;
 

@@ -19,8 +19,8 @@
 //! x86_64 each return address's rule is learned once from framehop and then run inline
 //! (`plan`): a table probe and a load or two a frame. Other architectures (ARMv7's
 //! `.ARM.exidx`, i686, RISC-V) use `_Unwind_Backtrace` until they get a cached unwinder of
-//! their own; the module look-ups it makes through `dl_iterate_phdr`
-//! are answered without the loader's lock (`phdr_list`).
+//! their own; the module look-ups it makes through `dl_iterate_phdr` are answered without the
+//! loader's lock (`phdr_list`).
 //!
 //! ARMv7 does not unwind in the process at all (`sparse`): it records the entry registers
 //! and the stack words an unwind may need, and the host unwinds them with the sysroot's
@@ -33,8 +33,7 @@
 //! C++ programs repeat whole stacks far less (4% on protoc, where the memo sleeps: see
 //! [`Memo::consulted`]) but keep their outer frames from one allocation to the next: there
 //! an unwind stops where it meets the previous one ([`splice`]), and the trace tree skips
-//! the frames shared with the previous stack
-//! ([`crate::trie::Trie::intern_stack`]).
+//! the frames shared with the previous stack ([`crate::trie::Trie::intern_stack`]).
 
 // ARMv7 keeps the unwinding half (memo, probes) compiled but unused.
 #![cfg_attr(target_arch = "arm", allow(dead_code, unused_imports))]

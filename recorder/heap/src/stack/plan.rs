@@ -49,10 +49,9 @@ pub const SLOTS: usize = 1 << 14;
 pub enum Kind {
     /// The slot holds no plan.
     Empty,
-    /// Leave the frame to framehop (a rule of another shape, a foreign address).
+    /// Leave the frame to framehop (a rule of another shape, the outermost frame, a foreign
+    /// address).
     Framehop,
-    /// The outermost frame: the unwind ends.
-    End,
     /// `sp += sp_off`; the frame pointer is unchanged.
     Sp,
     /// `bp = [sp + bp_at]`, `sp += sp_off`.
@@ -90,10 +89,15 @@ const EMPTY: Plan = Plan {
 /// time: the struct then lives in registers (through memory, a 16-byte reload of two words
 /// just stored stalled every frame).
 pub struct Stepped {
+    /// The caller's return address (never 0).
     pub ra: u64,
+    /// The caller's stack pointer.
     pub sp: u64,
+    /// The caller's frame pointer.
     pub bp: u64,
+    /// Where the frame pointer was read, 0 when it was not.
     pub bp_at: u64,
+    /// Where the return address was read.
     pub ra_at: u64,
 }
 
@@ -152,7 +156,7 @@ impl Plan {
                 out.bp_at = bp;
                 new_sp
             }
-            Kind::Empty | Kind::Framehop | Kind::End => return None,
+            Kind::Empty | Kind::Framehop => return None,
         };
         let slot = new_sp - 8;
         if !readable(slot) {
@@ -249,8 +253,8 @@ pub fn learn(
             Ok(tag(a))
         };
         let (got, new_sp, new_bp) = unwind([addr, sp, bp], &mut read);
+        // The outermost frame (no caller) is rare and left to framehop.
         *seen = match got {
-            Ok(None) => Some((Kind::End, 0, 0)),
             Ok(Some(ra)) if n <= reads.len() => shape(sp, bp, ra, new_sp, new_bp, &reads[..n]),
             _ => None,
         };
