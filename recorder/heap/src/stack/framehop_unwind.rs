@@ -242,7 +242,7 @@ pub fn capture(
     let mut regs = UnwindRegsAarch64::new(lr, sp, fp);
     let (trace, fresh) = (&mut *m.trace, &mut *m.fresh);
     fresh.start();
-    let mut finder = splice::Finder::new(trace);
+    let mut finder = splice::Finder::new(trace, bounds);
     let mut cut = None;
     let own = m.own.clone();
     let mut frames = Frames {
@@ -261,7 +261,7 @@ pub fn capture(
         let is_return = matches!(addr, FrameAddress::ReturnAddress(_));
         let state = key(&regs);
         if splice && is_return {
-            if let Some(p) = finder.find(trace, bounds, sp, at, &state, &raw) {
+            if let Some(p) = finder.find(trace, sp, at, state, &raw) {
                 m.stats.spliced += 1;
                 met = Some(p);
                 if let Some(t) = tap.as_deref_mut() {

@@ -243,7 +243,14 @@ impl Trace {
                 _ => fresh.reads.n,
             };
             let block = &fresh.reads.words[s.reads as usize..until];
-            self.reads.words[to..to + block.len()].copy_from_slice(block);
+            let dst = &mut self.reads.words[to..to + block.len()];
+            // A frame reads one or two words: a library memcpy call for those cost 3% of an
+            // allocation-heavy thread's time.
+            match (block, dst) {
+                ([a], [x]) => *x = *a,
+                ([a, b], [x, y]) => (*x, *y) = (*a, *b),
+                (block, dst) => dst.copy_from_slice(block),
+            }
             to += block.len();
             self.reads.n = to;
             clean &= s.clean;
@@ -306,6 +313,14 @@ impl Default for Trace {
     }
 }
 
+/// Whether two register states are equal, compared word by word: an array compare becomes
+/// a 16-byte load of the state the capture has just stored as three words, which cannot be
+/// forwarded from the store buffer and stalled every frame.
+#[inline(always)]
+fn same(a: &Regs, b: Regs) -> bool {
+    (a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) == 0
+}
+
 /// Looks for a frame of a [`Trace`] to splice onto, frame by frame as an unwind proceeds:
 /// frames are met in the order of growing stack pointers in both unwinds, so one cursor
 /// serves.
@@ -320,43 +335,48 @@ pub struct Finder {
 }
 
 impl Finder {
-    /// A cursor at the trace's innermost frame.
-    pub fn new(t: &Trace) -> Finder {
+    /// A cursor at the trace's innermost frame, for an unwind on a thread with stack
+    /// `bounds`: a trace made on another stack is never met (a read outside the stack there
+    /// may not fail here).
+    pub fn new(t: &Trace, bounds: (usize, usize)) -> Finder {
         Finder {
-            left: if t.valid { t.n } else { 0 },
+            left: if t.valid && t.bounds == bounds {
+                t.n
+            } else {
+                0
+            },
             changed_from: usize::MAX,
             checked: 0,
         }
     }
 
-    /// The trace's frame that the unwinder at return address `addr` with `regs` on a thread
-    /// with stack `bounds` may continue as, after checking with `raw` (which reads a stack
-    /// word as the unwinder would, without side effects) that every word the trace read from
-    /// there on is unchanged. The trace holds return-address frames only (the capture keeps
-    /// no step for its first frame, an instruction pointer never met again as a return
-    /// address). `sp` is the stack pointer the unwind started from (`raw` reads nothing below it):
-    /// when every read to check succeeded before and lies at or above it, the words are
-    /// compared directly.
-    #[allow(clippy::too_many_arguments)]
+    /// The trace's frame that the unwinder at return address `addr` with `regs` may continue
+    /// as, after checking with `raw` (which reads a stack word as the unwinder would, without
+    /// side effects) that every word the trace read from there on is unchanged. The trace
+    /// holds return-address frames only (the capture keeps no step for its first frame, an
+    /// instruction pointer never met again as a return address). `sp` is the stack pointer
+    /// the unwind started from (`raw` reads nothing below it): when every read to check
+    /// succeeded before and lies at or above it, the words are compared directly. Inlined:
+    /// it runs at every frame, and mostly ends at the first compare.
+    #[inline(always)]
     pub fn find(
         &mut self,
         t: &Trace,
-        bounds: (usize, usize),
         sp: u64,
         addr: u64,
-        regs: &Regs,
+        regs: Regs,
         raw: &impl Fn(u64) -> Result<u64, ()>,
     ) -> Option<usize> {
-        if self.left == 0 || t.bounds != bounds {
-            return None;
-        }
         let frame_sp = regs[1];
-        while self.left > 0 && t.steps[self.left - 1].regs[1] < frame_sp {
-            self.left -= 1;
-        }
-        let p = self.left.checked_sub(1)?;
+        // Passes the trace's frames below this one's stack pointer (iterators: no bounds
+        // check per step).
+        let p = t.steps[..self.left]
+            .iter()
+            .rposition(|s| s.regs[1] >= frame_sp);
+        self.left = p.map_or(0, |p| p + 1);
+        let p = p?;
         let s = &t.steps[p];
-        if s.addr != addr || s.regs != *regs {
+        if s.addr != addr || !same(&s.regs, regs) {
             return None;
         }
         let upto = s.reads as usize;
@@ -364,27 +384,23 @@ impl Finder {
             return None;
         }
         self.checked += upto as u64;
+        let words = t.reads.words[..upto].iter().enumerate().rev();
         if s.clean && s.low >= sp {
             // Inner words first: they change most.
-            for i in (0..upto).rev() {
-                let Word {
-                    addr: a,
-                    value: then,
-                    ..
-                } = t.reads.words[i];
-                // SAFETY: the read succeeded on a thread with the same stack bounds (so `a` is
-                // an aligned word below the stack's top) and `a` is at or above this
-                // thread's stack pointer at the hook's entry: inside the live stack.
-                if unsafe { *(a as *const u64) } != then {
+            for (i, w) in words {
+                // SAFETY: the read succeeded on a thread with the same stack bounds (so the
+                // address is an aligned word below the stack's top) and it is at or above
+                // this thread's stack pointer at the hook's entry: inside the live stack.
+                if unsafe { *(w.addr as *const u64) } != w.value {
                     self.changed_from = i;
                     return None;
                 }
             }
             return Some(p);
         }
-        for i in (0..upto).rev() {
-            let (a, then) = t.reads.get(i);
-            if raw(a) != then {
+        for (i, w) in words {
+            let then = if w.failed { Err(()) } else { Ok(w.value) };
+            if raw(w.addr) != then {
                 self.changed_from = i;
                 return None;
             }
@@ -435,11 +451,8 @@ mod tests {
         assert_eq!(v[1], (base + 16, Ok(0x30)));
         assert_eq!(v[2], (base + 64, Err(())));
         // Same state at the second frame, same words: splice there.
-        let mut find = Finder::new(&t);
-        assert_eq!(
-            find.find(&t, bounds, base, 0x2000, &[0, base + 8, 2], &raw),
-            Some(1)
-        );
+        let mut find = Finder::new(&t, bounds);
+        assert_eq!(find.find(&t, base, 0x2000, [0, base + 8, 2], &raw), Some(1));
         assert_eq!(
             t.frames_from(1).collect::<Vec<_>>(),
             [(0x2000, false), (0x3000, true)]
@@ -458,43 +471,37 @@ mod tests {
             (4, (base, Ok(0x10)), (base + 24, Ok(0x40)))
         );
         // Other registers, another stack or a changed word: no splice.
-        let mut find = Finder::new(&t);
-        assert_eq!(
-            find.find(&t, bounds, base, 0x2000, &[0, base + 8, 5], &raw),
-            None
-        );
-        let mut find = Finder::new(&t);
-        assert_eq!(
-            find.find(&t, (0, 8), base, 0x2000, &[0, base + 8, 2], &raw),
-            None
-        );
+        let mut find = Finder::new(&t, bounds);
+        assert_eq!(find.find(&t, base, 0x2000, [0, base + 8, 5], &raw), None);
+        let mut find = Finder::new(&t, (0, 8));
+        assert_eq!(find.find(&t, base, 0x2000, [0, base + 8, 2], &raw), None);
         let changed = |a: u64| raw(a).map(|v| if a == base + 24 { v + 1 } else { v });
-        let mut find = Finder::new(&t);
+        let mut find = Finder::new(&t, bounds);
         assert_eq!(
-            find.find(&t, bounds, base, 0x2000, &[0, base + 8, 2], &changed),
+            find.find(&t, base, 0x2000, [0, base + 8, 2], &changed),
             None
         );
         // The changed word belongs to the outermost frame: no later splice either.
         assert_eq!(
-            find.find(&t, bounds, base, 0x3000, &[0, base + 24, 3], &changed),
+            find.find(&t, base, 0x3000, [0, base + 24, 3], &changed),
             None
         );
         // The outermost frame's words all lie above the start's stack pointer and were read
         // without failing: compared in place.
         let outer = [0, base + 24, 3];
         assert_eq!(
-            Finder::new(&t).find(&t, bounds, base, 0x3000, &outer, &raw),
+            Finder::new(&t, bounds).find(&t, base, 0x3000, outer, &raw),
             Some(0)
         );
         // SAFETY: base points at `stack`, which is still alive.
         unsafe { *(base as *mut u64).add(3) = 0x41 };
         assert_eq!(
-            Finder::new(&t).find(&t, bounds, base, 0x3000, &outer, &raw),
+            Finder::new(&t, bounds).find(&t, base, 0x3000, outer, &raw),
             None
         );
         // Reads that failed, or a start above the words: checked as the unwinder reads.
         assert_eq!(
-            Finder::new(&t).find(&t, bounds, base + 32, 0x3000, &outer, &raw),
+            Finder::new(&t, bounds).find(&t, base + 32, 0x3000, outer, &raw),
             None
         );
     }
