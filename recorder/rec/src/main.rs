@@ -13,6 +13,7 @@ mod error;
 mod heap;
 mod identity;
 mod jit;
+mod kernel_symbols;
 mod launch;
 mod perf;
 mod procfs;

@@ -1,5 +1,5 @@
-//! What `rec` reads from /proc and /sys: memory maps, threads, CPUs, the vDSO and kernel
-//! symbols. Everything here runs outside any signal handler and may allocate.
+//! What `rec` reads from /proc and /sys: memory maps, threads, CPUs and the vDSO (kernel
+//! symbols: [`crate::kernel_symbols`]). Everything here runs outside any signal handler and may allocate.
 
 use std::fs;
 use std::io;
@@ -169,66 +169,6 @@ pub fn own_vdso() -> Option<(u64, Vec<u8>)> {
     // SAFETY: the range is our own readable vDSO mapping, as /proc/self/maps says.
     unsafe { std::ptr::copy_nonoverlapping(m.start as *const u8, data.as_mut_ptr(), len) };
     Some((m.start, data))
-}
-
-/// The lines of /proc/kallsyms that name the given kernel addresses: for each address, the
-/// symbol with the greatest start at or below it. Writing only these (instead of the whole
-/// table, megabytes on a desktop kernel) keeps recordings small; the host's lookup of an
-/// address then finds the same symbol it would in the full table.
-///
-/// The table is read once (generating it is the kernel's costly part: tens of ms) and
-/// scanned twice in memory, so at the end of a recording rec briefly holds its text (a few
-/// MB on a desktop kernel, less on a board) plus one `u64` per kernel symbol.
-/// `None` when kallsyms is unreadable or hides addresses (kptr_restrict).
-pub fn kallsyms_for(addrs: &std::collections::HashSet<u64>) -> Option<Vec<u8>> {
-    let text = fs::read("/proc/kallsyms").ok()?;
-    // A text symbol's address, from a line `ADDR TYPE NAME [MODULE]`.
-    let parse = |line: &[u8]| -> Option<u64> {
-        let mut it = line.split(|&b| b == b' ');
-        let addr = std::str::from_utf8(it.next()?).ok()?;
-        let addr = u64::from_str_radix(addr, 16).ok()?;
-        matches!(it.next()?, b"t" | b"T" | b"w" | b"W").then_some(addr)
-    };
-    let lines = || text.split(|&b| b == b'\n');
-    let mut starts: Vec<u64> = lines().filter_map(parse).collect();
-    if starts.iter().all(|&a| a == 0) {
-        return None;
-    }
-    starts.sort_unstable();
-    starts.dedup();
-    let mut needed = std::collections::HashSet::new();
-    for &a in addrs {
-        // Return addresses are looked up at address-1 on the host.
-        for a in [a, a.saturating_sub(1)] {
-            let i = starts.partition_point(|&s| s <= a);
-            if i > 0 {
-                needed.insert(starts[i - 1]);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for line in lines() {
-        if parse(line).is_some_and(|a| needed.remove(&a)) {
-            out.extend_from_slice(line);
-            out.push(b'\n');
-        }
-    }
-    Some(out)
-}
-
-/// The blobs that name sampled kernel addresses: `kallsyms` (see [`kallsyms_for`]) and, with
-/// it, `modules`: `/proc/modules` whole (a line per loaded module, a few KiB even on a
-/// desktop), whose address ranges place frames in loadable modules. Empty when kallsyms is
-/// unreadable or hides addresses.
-pub fn kernel_symbols(addrs: &std::collections::HashSet<u64>) -> Vec<(&'static str, Vec<u8>)> {
-    let Some(kallsyms) = kallsyms_for(addrs) else {
-        return Vec::new();
-    };
-    let mut blobs = vec![("kallsyms", kallsyms)];
-    if let Ok(modules) = fs::read("/proc/modules") {
-        blobs.push(("modules", modules));
-    }
-    blobs
 }
 
 /// `uname` release and node name.

@@ -19,6 +19,7 @@ use crate::error::RecError;
 use crate::heap;
 use crate::identity::Identities;
 use crate::jit;
+use crate::kernel_symbols::KernelSymbols;
 use crate::perf::events::Events;
 use crate::perf::kind::Kind;
 use crate::procfs;
@@ -36,6 +37,8 @@ pub(super) struct Output {
     identities: Identities,
     /// Distinct kernel addresses seen in call chains, for the kallsyms subset written at the end.
     kernel_addrs: HashSet<u64>,
+    /// The kernel's symbol table, read from the first kernel address on.
+    kernel_symbols: KernelSymbols,
     /// The JIT maps and jitdumps of recorded processes, taken when each exits.
     jit: jit::JitMaps,
     /// With `-a`: the processes whose maps are known, to read those of newcomers from /proc.
@@ -82,6 +85,7 @@ impl Output {
             lost: 0,
             identities: Identities::default(),
             kernel_addrs: HashSet::new(),
+            kernel_symbols: KernelSymbols::default(),
             jit: jit::JitMaps::default(),
             procs: (opts.target == Target::System || opts.max_size.is_some())
                 .then(Tracker::default),
@@ -220,6 +224,9 @@ impl Output {
                 self.kernel_addrs.insert(a);
             }
         }
+        if !s.kernel_chain.is_empty() {
+            self.kernel_symbols.start();
+        }
         self.push(r);
     }
 
@@ -304,7 +311,8 @@ impl Output {
         if self.kernel_addrs.is_empty() {
             return;
         }
-        for (name, data) in procfs::kernel_symbols(&self.kernel_addrs) {
+        let symbols = std::mem::take(&mut self.kernel_symbols);
+        for (name, data) in symbols.blobs(&self.kernel_addrs) {
             let (name, addr) = (name.into(), 0);
             self.push(&Record::Blob(Blob { name, addr, data }));
         }
