@@ -15,6 +15,8 @@ cargo fmt --all -- --check
 # No Rust source file over 600 lines.
 scripts/file_sizes.sh
 cargo clippy --locked --workspace --all-targets -- -D warnings
+# Every doc link resolves, and public docs link only to what a reader of them can see.
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 # The heap interposer's code differs per architecture (unwinder, relocation layout, system
 # calls): lint it as built for the boards too (targets/dist.sh installed their std).
 for t in aarch64-unknown-linux-gnu armv7-unknown-linux-gnueabihf i686-unknown-linux-gnu \

@@ -74,7 +74,7 @@ fn our_counts(report: &Value, key: &str) -> HashMap<String, u64> {
 /// spare. The dry run has no profiler, so the profiled run takes more CPU time and more
 /// samples than this (2,000 to 3,000 of a 1,200 aim on the corpus here, both profilers copying
 /// stacks at once), never fewer.
-const SAMPLES_WANTED: f64 = 800.0;
+pub const SAMPLES_WANTED: f64 = 800.0;
 
 /// The sampling frequency that gives [`SAMPLES_WANTED`] samples of the workload on this
 /// processor: the workload's CPU time comes from a dry run, as the kernel accounted it (the

@@ -93,7 +93,7 @@ pub(crate) const ESC_FREE_ADDR: u64 = 9;
 pub(crate) const ESC_INFO_AGAIN: u64 = 10;
 
 /// Live blocks the writer tracks by default, all processes together: 3/4 of a 2^18-slot
-/// table, 4 MiB (see [`HeapEncoder::set_live_limit`]).
+/// table, 4 MiB (see `HeapEncoder::set_live_limit`).
 pub const DEFAULT_LIVE_LIMIT: usize = 3 << 16;
 
 /// Blocks untracked at a time once past the limit (amortizes the table scan).
@@ -135,7 +135,7 @@ pub struct HeapEvent {
 }
 
 /// Live heap blocks per process, as (address, size, stack): what a new `rec --max-size`
-/// segment carries (see [`HeapEncoder::take_live`]).
+/// segment carries (see `HeapEncoder::take_live`).
 pub type LiveSet = Vec<(u32, Vec<(u64, u64, u64)>)>;
 
 /// How many events ahead the encoder prefetches the live map's slot.

@@ -1,7 +1,7 @@
 //! The entry points `rec --heap -p PID` calls inside a running process, through ptrace, after
 //! it has loaded this library there with `dlopen`: [`crossprof_heap_attach`] gives the
 //! library the socket that a launch would have put in the environment, connects the ring and
-//! redirects the modules' malloc-family calls here ([`crate::got`]);
+//! redirects the modules' malloc-family calls here (the `got` module);
 //! [`crossprof_heap_detach`] puts them back and stops recording. The library stays loaded
 //! (a thread may still be inside a hook), forwarding every call.
 

@@ -53,7 +53,7 @@ impl KernelSymbols {
             .ok();
     }
 
-    /// The blobs that name the kernel addresses `addrs`: `kallsyms` (see [`select`]) and,
+    /// The blobs that name the kernel addresses `addrs`: `kallsyms` (see [`pick`]) and,
     /// with it, `modules`: /proc/modules whole (a line per loaded module, a few KiB even on a
     /// desktop), whose address ranges place frames in loadable modules. Empty when kallsyms
     /// is unreadable or hides addresses (kptr_restrict).

@@ -5,15 +5,15 @@
 //! from an exponential distribution with mean BYTES), and an allocation that covers a point
 //! is recorded with its stack. An allocation of `s` bytes is so recorded with probability
 //! `1 - exp(-s/BYTES)`, whatever came before it, which is all the host needs to weigh it (the
-//! recording's header carries BYTES). The gap counter is thread-local ([`crate::thread`]):
+//! recording's header carries BYTES). The gap counter is thread-local (the `thread` module):
 //! an unsampled allocation costs one thread-local access and a subtraction, no lock, no
 //! unwind, no ring write.
 //!
 //! Only frees of recorded blocks are recorded. The sampled live blocks are kept in an
-//! open-addressing set ([`Set`]) in the interposer's own arena: it changes only on the event
+//! open-addressing set (`Set`) in the interposer's own arena: it changes only on the event
 //! path, under the interposer's lock, and every free looks its address up without a lock
 //! (a sequence counter tells a reader that a change overlapped its look-up, and it looks
-//! again). A counting filter in front of it ([`filter`]) answers most frees (those of
+//! again). A counting filter in front of it (the `filter` module) answers most frees (those of
 //! blocks never sampled) from one byte that stays in the cache.
 //!
 //! Limits: a block allocated in a signal handler that interrupted the event path and freed
