@@ -76,6 +76,18 @@ struct Word {
     failed: bool,
 }
 
+impl Word {
+    /// What the read gave the unwinder.
+    #[inline(always)]
+    fn got(&self) -> Result<u64, ()> {
+        if self.failed {
+            Err(())
+        } else {
+            Ok(self.value)
+        }
+    }
+}
+
 /// Stack words read, in order: one store per read, and a frame's reads move as a block.
 struct Words {
     words: [Word; READS],
@@ -96,7 +108,7 @@ impl Words {
 
     fn get(&self, i: usize) -> (u64, Result<u64, ()>) {
         let w = self.words[i];
-        (w.addr, if w.failed { Err(()) } else { Ok(w.value) })
+        (w.addr, w.got())
     }
 
     /// Appends a read; false when full.
@@ -399,8 +411,7 @@ impl Finder {
             return Some(p);
         }
         for (i, w) in words {
-            let then = if w.failed { Err(()) } else { Ok(w.value) };
-            if raw(w.addr) != then {
+            if raw(w.addr) != w.got() {
                 self.changed_from = i;
                 return None;
             }

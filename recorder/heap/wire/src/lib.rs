@@ -71,18 +71,18 @@ pub const MAX_SPARSE_ENTRIES: usize = 512;
 /// `heap_stacks: "arm-sparse"` holds these; a reader that does not know it sees addresses
 /// that name no function (never a wrong one).
 ///
-/// A chain, innermost entry first: [`sparse::registers_low`], [`sparse::registers_high`], then one
-/// [`sparse::word`] or [`sparse::stack_word`] per kept stack word by rising address, then perhaps a
-/// [`cut_short`] marker (more words than [`crate::MAX_SPARSE_ENTRIES`]). A stack word that is
-/// not in the chain was not a code address or a pointer up the stack: the host reads it as
-/// [`sparse::UNKNOWN`].
+/// A chain, innermost entry first: [`sparse::registers_low`], [`sparse::registers_high`],
+/// then one [`sparse::word`] or [`sparse::stack_word`] per kept stack word by rising address,
+/// then perhaps a [`cut_short`] marker (more words than [`crate::MAX_SPARSE_ENTRIES`]). A
+/// stack word that is not in the chain was not a code address or a pointer up the stack: the
+/// host reads it as [`sparse::UNKNOWN`].
 ///
-/// Stack addresses are given as if the thread's stack ended at [`sparse::TOP`]: words by their
-/// distance below the stack's top, pointers into the stack (the stack pointer, r7 and r11,
-/// saved frame pointers) moved by the same amount. The outer frames of a thread (`main` and
-/// what calls it) then give the same entries however deep the allocation happens, and the
-/// trace tree, which shares a chain's outer part, holds them once (offsets from the stack
-/// pointer would make every depth a new chain).
+/// Stack addresses are given as if the thread's stack ended at [`sparse::TOP`]: words by
+/// their distance below the stack's top, pointers into the stack (the stack pointer, r7 and
+/// r11, saved frame pointers) moved by the same amount. The outer frames of a thread (`main`
+/// and what calls it) then give the same entries however deep the allocation happens, and
+/// the trace tree, which shares a chain's outer part, holds them once (offsets from the
+/// stack pointer would make every depth a new chain).
 pub mod sparse {
     /// What the host reads for a stack word the chain does not hold: odd and outside every
     /// mapping of a 32-bit process, so that an unwind that takes it for a return address or
