@@ -90,7 +90,24 @@ fn every_profile_comes_from_one_pass_over_the_stacks() {
     let r: Value = serde_json::from_str(&json).expect("report json");
     // The same bytes every time (no hash map's order shows through).
     let (again, _) = verbose(&report);
-    assert!(json == again, "two runs of the same report differ");
+    // On a difference, show where: the first differing byte with some context each way,
+    // so that the output that still depends on a hash map's order is named.
+    let at = json
+        .bytes()
+        .zip(again.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(json.len().min(again.len()));
+    let around = |s: &str| {
+        let from = s.floor_char_boundary(at.saturating_sub(300));
+        let to = s.ceil_char_boundary((at + 300).min(s.len()));
+        s[from..to].to_string()
+    };
+    assert!(
+        json == again,
+        "two runs of the same report differ at byte {at}:\n{}\n---\n{}",
+        around(&json),
+        around(&again)
+    );
 
     // The off-CPU waits, split as the program measured them.
     let total_ns = |name: &str| {
