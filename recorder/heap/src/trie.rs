@@ -64,6 +64,37 @@ fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// How many words at the ends of `a` and `b` (equally long) are equal, counted from the
+/// end: the outer frames a stack shares with the last one. Four words at a time, compared as
+/// arrays (one vector compare), then one at a time in the block that differs: this compare
+/// runs over every shared frame of every allocation, and word by word it cost 3% of an
+/// allocation-dense C++ program's time.
+#[inline(always)]
+fn common_suffix(a: &[u64], b: &[u64]) -> usize {
+    let mut k = 0;
+    for (x, y) in a.rchunks_exact(4).zip(b.rchunks_exact(4)) {
+        let (Ok(x), Ok(y)) = (<&[u64; 4]>::try_from(x), <&[u64; 4]>::try_from(y)) else {
+            break;
+        };
+        if x != y {
+            return k + x
+                .iter()
+                .rev()
+                .zip(y.iter().rev())
+                .take_while(|(p, q)| p == q)
+                .count();
+        }
+        k += 4;
+    }
+    let rest = a.len() - k;
+    k + a[..rest]
+        .iter()
+        .rev()
+        .zip(b[..rest].iter().rev())
+        .take_while(|(p, q)| p == q)
+        .count()
+}
+
 /// Why [`Trie::intern_stack`] gave no id: a new node could not be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotSent;
@@ -76,9 +107,13 @@ pub struct Trie {
     next_id: u64,
     /// Bumped whenever the table forgets nodes (reset, or cleared when full).
     generation: u64,
-    /// The last stack interned by [`Trie::intern_stack`], outermost first: (ip, node id,
-    /// path hash).
-    path: [(u64, u64, u64); MAX_FRAMES],
+    /// The last stack interned by [`Trie::intern_stack`], outermost first: (node id, path
+    /// hash).
+    path: [(u64, u64); MAX_FRAMES],
+    /// Its frame addresses, outermost last (`path_ips[MAX_FRAMES - 1 - i]` is frame `i` of
+    /// `path`): the same order as the stacks it is compared with, so that the compare runs
+    /// over plain words, four at a time.
+    path_ips: [u64; MAX_FRAMES],
     path_n: usize,
     /// The generation `path` belongs to.
     path_generation: u64,
@@ -96,7 +131,8 @@ impl Trie {
             len: 0,
             next_id: 1,
             generation: 0,
-            path: [(0, 0, 0); MAX_FRAMES],
+            path: [(0, 0); MAX_FRAMES],
+            path_ips: [0; MAX_FRAMES],
             path_n: 0,
             path_generation: 0,
         }
@@ -118,17 +154,11 @@ impl Trie {
         let mut k = 0;
         if self.path_generation == self.generation && !self.table.is_null() {
             let shared = len.min(self.path_n);
-            // Iterators, not indices: no bounds check in a loop that runs over every
-            // frame of a deep stack.
-            k = self.path[..shared]
-                .iter()
-                .zip(ips.iter().rev())
-                .take_while(|(p, &ip)| p.0 == ip)
-                .count();
+            k = common_suffix(&ips[len - shared..], &self.path_ips[MAX_FRAMES - shared..]);
         }
         let (mut parent, mut hash) = match k {
             0 => (0, ROOT_HASH),
-            _ => (self.path[k - 1].1, self.path[k - 1].2),
+            _ => self.path[k - 1],
         };
         // The new frames' path hashes go where `path` will keep them; their slots are
         // fetched now.
@@ -136,7 +166,8 @@ impl Trie {
         for i in k..len.min(MAX_FRAMES) {
             let ip = ips[len - 1 - i];
             h = path_hash(h, ip);
-            self.path[i] = (ip, 0, h);
+            self.path[i] = (0, h);
+            self.path_ips[MAX_FRAMES - 1 - i] = ip;
             if !self.table.is_null() {
                 // SAFETY: the slot is below cap, inside the mapped table.
                 prefetch(unsafe { self.table.add(h as usize & (self.cap - 1)) });
@@ -147,7 +178,7 @@ impl Trie {
         for i in k..len {
             let ip = ips[len - 1 - i];
             hash = match self.path.get(i) {
-                Some(&(_, _, h)) => h,
+                Some(&(_, h)) => h,
                 None => path_hash(hash, ip),
             };
             let Some((id, new)) = self.intern_hashed(parent, hash) else {
@@ -156,7 +187,7 @@ impl Trie {
             if self.generation != self.path_generation {
                 self.path_n = 0; // cleared while interning: remember nothing
             } else if self.path_n == i && i < MAX_FRAMES {
-                self.path[i].1 = id;
+                self.path[i].0 = id;
                 self.path_n = i + 1;
             }
             if new && !new_node(id, parent, ip) {
@@ -290,6 +321,18 @@ impl Default for Trie {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_common_suffix_is_counted_from_the_end_in_and_across_blocks() {
+        let a: Vec<u64> = (0..11).collect();
+        for diff in 0..11 {
+            let mut b = a.clone();
+            b[diff] = 99;
+            assert_eq!(common_suffix(&a, &b), 10 - diff, "differs at {diff}");
+        }
+        assert_eq!(common_suffix(&a, &a), 11);
+        assert_eq!(common_suffix(&[], &[]), 0);
+    }
 
     /// Interns `ips` (innermost first): its leaf id and how many nodes were new.
     fn intern(t: &mut Trie, ips: &[u64]) -> (u64, usize) {
