@@ -13,6 +13,11 @@ use crossprof_heap_wire::{
 /// Largest data area accepted from a producer (it says its own size; rec maps what it says).
 const MAX_DATA_BYTES: u64 = 64 << 20;
 
+/// How much of the ring a drain reads before it gives the space back (see
+/// [`Ring::release`]): a thirty-second of the default ring, so a waiting producer goes on
+/// within about a tenth of a millisecond of rec's reading.
+const RELEASE_BYTES: u64 = 64 << 10;
+
 /// One decoded event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -324,17 +329,28 @@ impl Ring {
             if let Some(ev) = ev {
                 f(ev);
             }
+            let before = tail;
             tail += bytes;
+            if tail / RELEASE_BYTES != before / RELEASE_BYTES {
+                self.release(tail);
+            }
         }
+        self.release(if ok { tail } else { head });
+        ok
+    }
+
+    /// Gives the ring up to `tail` back to the producer and wakes it if it waits for room.
+    /// A drain does so every [`RELEASE_BYTES`], not only at its end: a producer that filled
+    /// the ring then waits for the first part of the pass, not for all of it (a full 2 MiB
+    /// ring takes rec a few milliseconds to read).
+    fn release(&mut self, tail: u64) {
         let h = self.header();
-        h.tail
-            .store(if ok { tail } else { head }, Ordering::Release);
+        h.tail.store(tail, Ordering::Release);
         h.seq.fetch_add(1, Ordering::Release);
         if h.waiters.swap(0, Ordering::AcqRel) != 0 {
             // SAFETY: waking waiters of a shared futex word inside our mapping.
             unsafe { libc::syscall(libc::SYS_futex, h.seq.as_ptr(), libc::FUTEX_WAKE, i32::MAX) };
         }
-        ok
     }
 
     /// The module event of `n` payload words whose header word is at `tail`: out of line,
