@@ -257,7 +257,7 @@ impl Modules<'_> {
             e.1 = e.1.max(m.end);
         }
         let mut ranges: Vec<_> = ranges.into_iter().collect();
-        ranges.sort_by_key(|(_, r)| r.0);
+        ranges.sort_by_key(|&(module, r)| (r.0, module));
         for (module, (start, end, first, pgoff)) in ranges {
             let placed = self
                 .sections(module)

@@ -513,16 +513,17 @@ fn functions(stacks: &[Stack], table: &FrameTable) -> Vec<FunctionRow> {
             }
         })
         .collect();
+    // Every tie broken, down to the frame: the rows come out of a hash map, and one name in
+    // two modules (`clock_gettime` in the vDSO and in libc) can have the same counts.
     rows.sort_by(|a, b| {
+        let (fa, fb) = (table.get(a.frame), table.get(b.frame));
         b.self_samples
             .cmp(&a.self_samples)
             .then(b.total_samples.cmp(&a.total_samples))
-            .then_with(|| {
-                table
-                    .get(a.frame)
-                    .function
-                    .cmp(&table.get(b.frame).function)
-            })
+            .then_with(|| fa.function.cmp(&fb.function))
+            .then_with(|| fa.module.cmp(&fb.module))
+            .then_with(|| (&fa.file, fa.line).cmp(&(&fb.file, fb.line)))
+            .then(a.frame.cmp(&b.frame))
     });
     rows
 }
@@ -560,7 +561,39 @@ impl CpuProfile {
 
 #[cfg(test)]
 mod tests {
-    use super::fp_chain;
+    use super::{fp_chain, functions, Stack};
+    use crate::frames::{Frame, FrameTable};
+
+    #[test]
+    fn one_name_in_two_modules_with_equal_counts_sorts_by_module() {
+        let frame = |module: &str| Frame {
+            function: "clock_gettime".to_string(),
+            file: None,
+            line: None,
+            module: module.to_string(),
+            symbolized: true,
+        };
+        let stack = |id| Stack {
+            pid: 1,
+            tid: 1,
+            space: (1, 0),
+            frames: vec![id],
+            addresses: Vec::new(),
+            count: 1,
+            period: 1,
+        };
+        // Either module's frame interned first: the same order, by module.
+        for modules in [["libc.so.6", "[vdso]"], ["[vdso]", "libc.so.6"]] {
+            let mut table = FrameTable::default();
+            let ids = modules.map(|m| table.intern(frame(m)));
+            let rows = functions(&[stack(ids[0]), stack(ids[1])], &table);
+            let order: Vec<&str> = rows
+                .iter()
+                .map(|r| table.get(r.frame).module.as_str())
+                .collect();
+            assert_eq!(order, ["[vdso]", "libc.so.6"]);
+        }
+    }
 
     #[test]
     fn a_frame_pointer_chain_ends_at_its_first_zero_return_address() {

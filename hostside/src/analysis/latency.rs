@@ -156,7 +156,7 @@ pub fn measure(
     mut on_cpu: Vec<(u32, u64, u32, u32)>,
     stack_of: impl Fn(&Blocked) -> Option<u32>,
 ) -> Latencies {
-    switch_outs.sort_unstable_by_key(|s| (s.cpu, s.time));
+    switch_outs.sort_unstable_by_key(|s| (s.cpu, s.time, s.blocked));
     on_cpu.sort_unstable();
     let mut by_thread: HashMap<(u32, u32), Vec<WakeupLatency>> = HashMap::new();
     for w in wakeups {

@@ -199,6 +199,10 @@ impl Timeline {
             mut timers,
         } = self;
         let any_wakeups = !wakeups.is_empty();
+        // Thread by thread in a fixed order: what is filled here (waits, wakers, latencies)
+        // must not depend on a hash map's order.
+        let mut threads: Vec<_> = threads.into_iter().collect();
+        threads.sort_unstable_by_key(|(task, _)| *task);
         for ((pid, tid), mut events) in threads {
             if !window.keeps_task(pid, tid) {
                 continue;

@@ -291,7 +291,7 @@ impl OffCpuBuilder {
                 })
             })
             .collect();
-        waits.sort_unstable_by_key(|w| (w.from, w.tid, w.pid));
+        waits.sort_unstable_by_key(|w| (w.from, w.tid, w.pid, w.to, w.stack, w.preempt));
         let has_wakeups = self.wakers.is_some();
         let wakers = self.wakers.map(|acc| {
             wakers::pair(
