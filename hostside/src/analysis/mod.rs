@@ -5,6 +5,7 @@
 pub mod cpu;
 pub mod diff;
 pub mod events;
+pub mod function_table;
 pub mod heap;
 pub mod latency;
 pub mod off_cpu;
