@@ -71,28 +71,27 @@ fn prefetch<T>(p: *const T) {
 /// allocation-dense C++ program's time.
 #[inline(always)]
 fn common_suffix(a: &[u64], b: &[u64]) -> usize {
+    // Word by word from the end: the block that differs, and the words before the first
+    // whole block.
+    let words = |a: &[u64], b: &[u64]| {
+        a.iter()
+            .rev()
+            .zip(b.iter().rev())
+            .take_while(|(p, q)| p == q)
+            .count()
+    };
     let mut k = 0;
     for (x, y) in a.rchunks_exact(4).zip(b.rchunks_exact(4)) {
         let (Ok(x), Ok(y)) = (<&[u64; 4]>::try_from(x), <&[u64; 4]>::try_from(y)) else {
             break;
         };
         if x != y {
-            return k + x
-                .iter()
-                .rev()
-                .zip(y.iter().rev())
-                .take_while(|(p, q)| p == q)
-                .count();
+            return k + words(x, y);
         }
         k += 4;
     }
     let rest = a.len() - k;
-    k + a[..rest]
-        .iter()
-        .rev()
-        .zip(b[..rest].iter().rev())
-        .take_while(|(p, q)| p == q)
-        .count()
+    k + words(&a[..rest], &b[..rest])
 }
 
 /// Why [`Trie::intern_stack`] gave no id: a new node could not be sent.
